@@ -1,0 +1,24 @@
+# Set-up and entry points. `make demo` and `make test` do all the set-up on a fresh machine.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export SPARK_LOCAL_IP ?= 127.0.0.1
+
+.PHONY: setup demo test test-fast clean
+
+$(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh
+	@scripts/setup.sh $(VENV)
+
+setup: $(VENV)/.installed
+
+demo: setup
+	@scripts/demo.sh
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: setup  ## the tests that need neither Spark nor Airflow
+	$(PY) -m pytest -m "not spark and not airflow" $(PYTEST_ARGS)
+
+clean:
+	rm -rf var spark-warehouse metastore_db derby.log

@@ -1,0 +1,195 @@
+"""``etl``: generate a stream, and ingest, load, validate and report a run, from the shell or spark-submit.
+
+    etl generate --start 2026-11-22T10:00 --duration 300 --rate 40
+    etl run --start 2026-11-22T10:00 --end 2026-11-22T10:05 [--join-strategy native]
+    etl ingest|load|validate|report --start ... --end ...
+
+Settings come from ``--config FILE`` (or ``$ETL_CONFIG``), ``ETL_*`` variables and the flags
+below, in that order of precedence (flags win). Exit codes: 0 ok, 2 bad configuration or input,
+3 quality gate failed, 4 rejection ceiling exceeded, 1 anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from datetime import datetime, timezone
+
+from etl.config import JOIN_STRATEGIES, ConfigError, EtlConfig, load_config
+
+EXIT_CONFIG, EXIT_VALIDATION, EXIT_REJECTIONS = 2, 3, 4
+
+
+def _progress(message: str) -> None:
+    print(f"[etl] {message}", file=sys.stderr, flush=True)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="TOML configuration file (default: $ETL_CONFIG)")
+    parser.add_argument("--join-strategy", choices=JOIN_STRATEGIES, help="join strategy (setting join_strategy)")
+    parser.add_argument("--spark-master", help="Spark master URL (setting spark_master; ignored under spark-submit)")
+    parser.add_argument("--warehouse-root", help="where the Delta tables live (setting warehouse_root)")
+    parser.add_argument("--landing-root", help="where updates land (setting landing_root)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="any other setting")
+
+
+def _interval_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--start", required=True, help="interval start, ISO 8601, whole minute, UTC if no zone")
+    parser.add_argument("--end", required=True, help="interval end (exclusive)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="etl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gen = sub.add_parser("generate", help="write a synthetic update stream (b-model x PQRS) as landing files")
+    _common(gen)
+    gen.add_argument("--start", required=True, help="first arrival time, ISO 8601 (UTC if no zone)")
+    gen.add_argument("--duration", type=float, default=300.0, help="seconds of stream (default 300)")
+    gen.add_argument("--rate", type=float, default=40.0, help="average updates per second (default 40)")
+    gen.add_argument("--sources", default="crm,web", help="comma-separated source ids (default crm,web)")
+    gen.add_argument("--key-domain", type=int, default=10_000, help="existing natural keys 0..N-1 (default 10000)")
+    gen.add_argument("--new-key-share", type=float, default=0.05)
+    gen.add_argument("--duplicate-share", type=float, default=0.02, help="re-delivered updates")
+    gen.add_argument("--unchanged-share", type=float, default=0.05, help="updates repeating current content")
+    gen.add_argument("--malformed-share", type=float, default=0.01)
+    gen.add_argument("--b", type=float, default=0.6, help="b-model bias, 0.5 (smooth) to <1 (bursty)")
+    gen.add_argument("--pqrs", default="0.4,0.25,0.2,0.15", help="PQRS quadrant probabilities p,q,r,s")
+    gen.add_argument("--seed", type=int, default=7)
+    gen.add_argument("--overwrite", action="store_true", help="replace landing files that already exist")
+
+    init = sub.add_parser("init", help="create the warehouse tables (idempotent)")
+    _common(init)
+
+    for name, text in (
+        ("ingest", "validate a run's landed files into ingested_updates and rejected_updates"),
+        ("load", "join and load a run's ingested updates through the join strategy"),
+        ("validate", "run the expectation suites (quality gate) and build Data Docs"),
+        ("report", "print what happened in a run"),
+        ("run", "ingest, load, validate and report in one Spark session"),
+    ):
+        p = sub.add_parser(name, help=text)
+        _common(p)
+        _interval_args(p)
+        p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace) -> EtlConfig:
+    overrides = {
+        "join_strategy": args.join_strategy,
+        "spark_master": args.spark_master,
+        "warehouse_root": args.warehouse_root,
+        "landing_root": args.landing_root,
+    }
+    for item in args.set:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
+        k, v = item.split("=", 1)
+        overrides[k.strip()] = v.strip()
+    return load_config(args.config, overrides=overrides)
+
+
+def _print(summary: dict, as_json: bool, text: str | None = None) -> None:
+    print(json.dumps(summary, indent=2, sort_keys=True, default=str) if as_json or text is None else text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        cfg = config_from_args(args)
+        if args.command == "generate":
+            return _generate(args, cfg)
+        from etl.ingest import Interval
+
+        interval = Interval.parse(args.start, args.end) if hasattr(args, "start") and args.command != "init" else None
+    except (ConfigError, ValueError) as exc:
+        print(f"etl: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+    from etl import jobs
+
+    if args.command == "report":
+        rep = jobs.report(cfg, interval)
+        _print(rep, args.json, jobs.format_report(rep))
+        return 0
+
+    from etl.ingest import LandingError
+    from etl.spark import build_spark_session
+
+    spark = build_spark_session(cfg, app_name=f"etl-{args.command}")
+    try:
+        if args.command == "init":
+            from etl.tables import ensure_tables
+
+            created = ensure_tables(spark, cfg)
+            print(f"created: {', '.join(created) or 'nothing (all tables exist)'} under {cfg.warehouse_path}")
+            return 0
+        if args.command in ("ingest", "run"):
+            summary = jobs.ingest(spark, cfg, interval)
+            _progress(f"ingested {summary['valid']} valid, {summary['rejected']} rejected of {summary['lines']} lines")
+        if args.command in ("load", "run"):
+            summary = jobs.load(spark, cfg, interval, progress=_progress)
+            _progress(f"loaded: {summary['outcomes']}, {summary['keys_allocated']} keys allocated")
+        if args.command in ("validate", "run"):
+            summary = jobs.validate(spark, cfg, interval)
+            _progress(f"quality gate passed; Data Docs: {summary['data_docs']}")
+        if args.command == "run":
+            rep = jobs.report(cfg, interval)
+            _print(rep, args.json, jobs.format_report(rep))
+        else:
+            _print(summary, True)
+        return 0
+    except (ConfigError, LandingError) as exc:
+        print(f"etl: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except jobs.ValidationFailed as exc:
+        print(f"etl: {exc}", file=sys.stderr)
+        return EXIT_VALIDATION
+    except jobs.RejectionCeilingExceeded as exc:
+        print(f"etl: {exc}", file=sys.stderr)
+        return EXIT_REJECTIONS
+    finally:
+        spark.stop()
+
+
+def _generate(args: argparse.Namespace, cfg: EtlConfig) -> int:
+    from etl.generator import StreamSpec, generate_stream, spec_dict
+    from etl.ingest import _parse_ts
+
+    try:
+        p, q, r, s = (float(x) for x in args.pqrs.split(","))
+        spec = StreamSpec(
+            start=_parse_ts(args.start),
+            duration_s=args.duration,
+            sources=tuple(x.strip() for x in args.sources.split(",") if x.strip()),
+            rate=args.rate,
+            key_domain=args.key_domain,
+            new_key_share=args.new_key_share,
+            duplicate_share=args.duplicate_share,
+            unchanged_share=args.unchanged_share,
+            malformed_share=args.malformed_share,
+            b=args.b,
+            p=p,
+            q=q,
+            r=r,
+            s=s,
+            seed=args.seed,
+        )
+        result = generate_stream(spec, cfg.landing_path, overwrite=args.overwrite, progress=_progress)
+    except (ValueError, FileExistsError) as exc:
+        print(f"etl: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(json.dumps({"spec": spec_dict(spec), **result.summary(), "landing_root": str(cfg.landing_path)}, indent=2))
+    return 0
+
+
+def now_utc() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

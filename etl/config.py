@@ -1,0 +1,223 @@
+"""One typed configuration object: defaults, then a TOML file, then ``ETL_*`` variables, then CLI overrides.
+
+Every parameter of the papers keeps the thesis's name here and everywhere else
+(``n_invoke``, ``r_wb``, ``alpha``, ``tau``, ``rho``, ``theta``, ``n_part``, ``k``, ``d``,
+``memory_budget``), so a reader can go from papers/004 Table 6.2 to a setting without a glossary.
+This module imports nothing heavy: DAG files read it at parse time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+JOIN_STRATEGIES = ("native", "meshjoin", "partitioned-range", "partitioned-hash")
+ENV_PREFIX = "ETL_"
+CONFIG_FILE_ENV = "ETL_CONFIG"
+
+
+class ConfigError(ValueError):
+    """A setting is missing, malformed or out of range; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class EtlConfig:
+    # --- where things live (relative paths are resolved against the working directory) ---
+    warehouse_root: str = "var/warehouse"
+    landing_root: str = "var/landing"
+    gx_root: str = "var/gx"
+    runs_root: str = "var/runs"
+
+    # --- Spark ---
+    spark_master: str = "local[*]"
+    spark_driver_memory: str = "2g"
+    spark_shuffle_partitions: int = 4
+    spark_ui: bool = False
+    # Maven coordinates of the Delta jar; empty means "derive from the installed delta-spark".
+    delta_package: str = ""
+
+    # --- the job ---
+    join_strategy: str = "native"
+    micro_batch_seconds: int = 60
+    sources: tuple[str, ...] = ()  # empty: accept any source_id
+    max_record_bytes: int = 65536
+    max_rejected_fraction: float = 1.0  # a run whose rejected share exceeds this fails
+    schedule: str = "@hourly"
+
+    # --- the papers' parameters (papers/004 Table 6.1/6.2), one name everywhere ---
+    n_invoke: int = 3000  # wait-buffer tuples of one segment that trigger its disk probe
+    r_wb: float = 0.4  # fraction of the wait buffer freed when it overflows
+    alpha: float = 0.3  # decay of the arrival frequency C_k per epoch
+    tau: int = 1000  # epoch length, in stream tuples
+    rho: float = 0.25  # eviction hysteresis of rule (6.1)
+    theta: int = 8192  # minimum segment size in tuples (range variant: theta..2*theta)
+    n_part: int = 64  # segments of key_map (hash variant; initial range layout)
+    k: int = 8  # MESHJOIN: relation segments per cycle
+    d: int = 1 << 20  # MESHJOIN: bytes per relation segment
+    memory_budget: int = 40 << 20  # join memory in bytes
+    wait_buffer_tuples: int = 65536  # capacity of the wait buffer, in tuples
+    key_domain: int = 1_000_000  # width of the numeric natural-key domain the slot array covers
+
+    extra: Mapping[str, str] = field(default_factory=dict)  # free-form, for site-specific settings
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    # Resolved paths: a relative setting is taken from the working directory at load time.
+    def path(self, name: str) -> Path:
+        return Path(getattr(self, name)).expanduser().resolve()
+
+    @property
+    def warehouse_path(self) -> Path:
+        return self.path("warehouse_root")
+
+    @property
+    def landing_path(self) -> Path:
+        return self.path("landing_root")
+
+    @property
+    def gx_path(self) -> Path:
+        return self.path("gx_root")
+
+    @property
+    def runs_path(self) -> Path:
+        return self.path("runs_root")
+
+    def table_path(self, table: str) -> str:
+        return str(self.warehouse_path / table)
+
+    def replace(self, **changes: Any) -> "EtlConfig":
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["sources"] = list(self.sources)
+        out["extra"] = dict(self.extra)
+        return out
+
+
+_FIELDS = {f.name: f for f in fields(EtlConfig)}
+
+
+def _validate(cfg: EtlConfig) -> None:
+    def need(ok: bool, name: str, what: str) -> None:
+        if not ok:
+            raise ConfigError(f"setting '{name}' = {getattr(cfg, name)!r}: {what}")
+
+    need(
+        cfg.join_strategy in JOIN_STRATEGIES,
+        "join_strategy",
+        f"unknown join strategy; valid values are {', '.join(JOIN_STRATEGIES)}",
+    )
+    for name in ("warehouse_root", "landing_root", "gx_root", "runs_root", "spark_master"):
+        need(bool(str(getattr(cfg, name)).strip()), name, "must not be empty")
+    for name in (
+        "spark_shuffle_partitions",
+        "micro_batch_seconds",
+        "max_record_bytes",
+        "n_invoke",
+        "tau",
+        "theta",
+        "n_part",
+        "k",
+        "d",
+        "memory_budget",
+        "wait_buffer_tuples",
+        "key_domain",
+    ):
+        need(getattr(cfg, name) > 0, name, "must be a positive number")
+    need(0 < cfg.alpha <= 1, "alpha", "must be in (0, 1]")
+    need(0 < cfg.r_wb <= 1, "r_wb", "must be in (0, 1]")
+    need(cfg.rho >= 0, "rho", "must be >= 0")
+    need(0 <= cfg.max_rejected_fraction <= 1, "max_rejected_fraction", "must be in [0, 1]")
+
+
+def _coerce(name: str, raw: Any) -> Any:
+    """Turn a file or environment value into the field's type, naming the setting on failure."""
+    kind = _FIELDS[name].type
+    try:
+        if kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("expected true or false")
+        if kind == "int":
+            if isinstance(raw, bool):
+                raise ValueError("expected an integer")
+            if isinstance(raw, int):
+                return raw
+            return int(str(raw).strip().replace("_", ""), 0)
+        if kind == "float":
+            return float(raw)
+        if kind == "str":
+            return str(raw)
+        if kind.startswith("tuple"):
+            if isinstance(raw, str):
+                return tuple(s.strip() for s in raw.split(",") if s.strip())
+            return tuple(str(s) for s in raw)
+        if kind.startswith("Mapping"):
+            if not isinstance(raw, Mapping):
+                raise ValueError("expected a table of key = value")
+            return {str(k): str(v) for k, v in raw.items()}
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"setting '{name}' = {raw!r}: {exc}") from None
+    raise ConfigError(f"setting '{name}': unsupported type {kind}")  # pragma: no cover
+
+
+def _from_mapping(values: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, raw in values.items():
+        name = key.replace("-", "_")
+        if name not in _FIELDS:
+            raise ConfigError(f"{origin}: unknown setting '{key}'; known settings: {', '.join(sorted(_FIELDS))}")
+        out[name] = _coerce(name, raw)
+    return out
+
+
+def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Settings from a TOML file: top-level keys, or keys under an ``[etl]`` table."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist (set by --config or {CONFIG_FILE_ENV})")
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
+    if isinstance(data.get("etl"), dict):
+        data = data["etl"]
+    return _from_mapping(data, f"config file {str(p)!r}")
+
+
+def read_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """Settings from ``ETL_<NAME>`` variables (``ETL_CONFIG`` names the file and is not a setting)."""
+    picked = {
+        k[len(ENV_PREFIX) :].lower(): v
+        for k, v in env.items()
+        if k.startswith(ENV_PREFIX) and k != CONFIG_FILE_ENV and k[len(ENV_PREFIX) :].lower() in _FIELDS
+    }
+    return _from_mapping(picked, "environment")
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> EtlConfig:
+    """Defaults < file (``path`` or ``$ETL_CONFIG``) < ``ETL_*`` environment < ``overrides``."""
+    env = os.environ if env is None else env
+    merged: dict[str, Any] = {}
+    file_path = path or env.get(CONFIG_FILE_ENV)
+    if file_path:
+        merged.update(read_file(file_path))
+    merged.update(read_env(env))
+    if overrides:
+        merged.update(_from_mapping({k: v for k, v in overrides.items() if v is not None}, "override"))
+    return EtlConfig(**merged)

@@ -1,0 +1,295 @@
+"""Load: drive a run's micro-batches through the chosen strategy and commit each one exactly once.
+
+Commit protocol of one released micro-batch (``batch_seq`` is global and increasing):
+
+1. decide every outcome and allocate keys, and append the result to ``outcome_log``
+   (the write-ahead log; Delta skips the append if this ``batch_seq`` was already logged);
+2. apply it from the log: MERGE into ``key_map`` and ``customer_current`` (guarded by
+   ``updated_batch_seq < batch_seq``, so a second application changes nothing), then append
+   ``applied_changes``, ``duplicates_quarantine`` and ``join_metrics`` with Delta's
+   ``txnAppId``/``txnVersion`` (a retry is skipped);
+3. append the ``batch_ledger`` row: the batch is done.
+
+A crash anywhere leaves either nothing (step 1 not committed: the batch is decided again from
+the same state) or a logged batch that ``recover`` applies again before anything else runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+
+from etl.config import EtlConfig
+from etl.ingest import Interval
+from etl.segments import load_layout, segment_column
+from etl.strategies import get_strategy
+from etl.tables import append_once, conform, ensure_tables, read
+
+log = logging.getLogger(__name__)
+OUTCOME_COUNTS = ("matched", "new", "duplicate", "stale")
+
+
+@dataclass
+class BatchResult:
+    run_key: str
+    batch_index: int
+    batch_seq: int
+    updates_in: int
+    counts: dict
+    keys_allocated: int
+    delay_avg_s: float | None
+    delay_p99_s: float | None
+    duration_s: float
+    recovered: bool = False
+
+
+@dataclass
+class LoadResult:
+    run_key: str
+    strategy: str
+    batches: list[BatchResult] = field(default_factory=list)
+    skipped_batches: int = 0
+    recovered_batches: int = 0
+
+    @property
+    def counts(self) -> dict:
+        total = {k: 0 for k in OUTCOME_COUNTS}
+        for b in self.batches:
+            for k in OUTCOME_COUNTS:
+                total[k] += b.counts.get(k, 0)
+        return total
+
+    def summary(self) -> dict:
+        delays = [(b.delay_avg_s, b.updates_in) for b in self.batches if b.delay_avg_s is not None]
+        weight = sum(n for _, n in delays)
+        return {
+            "run_key": self.run_key,
+            "strategy": self.strategy,
+            "batches_committed": len(self.batches),
+            "batches_already_done": self.skipped_batches,
+            "batches_recovered": self.recovered_batches,
+            "updates_in": sum(b.updates_in for b in self.batches),
+            "outcomes": self.counts,
+            "keys_allocated": sum(b.keys_allocated for b in self.batches),
+            "delay_avg_s": (sum(d * n for d, n in delays) / weight) if weight else None,
+            "delay_p99_s": max((b.delay_p99_s for b in self.batches if b.delay_p99_s is not None), default=None),
+            "batches": [asdict(b) for b in self.batches],
+        }
+
+
+class OverlappingRunError(RuntimeError):
+    """The interval overlaps a different, already loaded interval: its updates would be loaded twice."""
+
+
+class Loader:
+    def __init__(self, spark, cfg: EtlConfig, strategy_name: str | None = None) -> None:
+        self.spark = spark
+        self.cfg = cfg
+        ensure_tables(spark, cfg)
+        self.layout = load_layout(cfg)
+        self.segment_of = segment_column(self.layout)
+        self.strategy = get_strategy(strategy_name or cfg.join_strategy, spark, cfg, self.layout)
+
+    # ------------------------------------------------------------------ state of the ledger
+
+    def _ledger(self):
+        return read(self.spark, self.cfg, "batch_ledger")
+
+    def _ledger_state(self) -> tuple[int, int]:
+        """(last committed batch_seq, next surrogate key)."""
+        from pyspark.sql import functions as F
+
+        row = self._ledger().agg(F.max("batch_seq"), F.max("next_surrogate_key")).first()
+        return int(row[0] or 0), int(row[1] or 1)
+
+    def _done_batches(self, run_key: str) -> set[int]:
+        rows = self._ledger().where(f"run_key = '{run_key}'").select("batch_index").collect()
+        return {r[0] for r in rows}
+
+    def check_no_overlap(self, interval: Interval) -> None:
+        keys = [r[0] for r in self._ledger().select("run_key").distinct().collect()]
+        for other in keys:
+            if other != interval.run_key and Interval.from_run_key(other).overlaps(interval):
+                raise OverlappingRunError(
+                    f"interval {interval.run_key} overlaps the loaded interval {other}; "
+                    "runs must not share landing minutes (rerun that exact interval instead)"
+                )
+
+    # ------------------------------------------------------------------ the protocol
+
+    def recover(self) -> list[BatchResult]:
+        """Apply every batch logged in ``outcome_log`` but missing from the ledger (a crash's leftovers)."""
+        from pyspark.sql import functions as F
+
+        last_seq, _ = self._ledger_state()
+        pending = (
+            read(self.spark, self.cfg, "outcome_log")
+            .where(F.col("batch_seq") > last_seq)
+            .select("run_key", "batch_index", "batch_seq")
+            .distinct()
+            .orderBy("batch_seq")
+            .collect()
+        )
+        results = []
+        for row in pending:
+            log.warning("recovering batch %s (run %s, batch %s) from outcome_log", row.batch_seq, row.run_key, row.batch_index)
+            result = self._apply(row.run_key, row.batch_index, row.batch_seq, time.time(), None)
+            result.recovered = True
+            results.append(result)
+        return results
+
+    def load(self, interval: Interval, progress=None) -> LoadResult:
+        """Load the run's ingested updates; batches already in the ledger are skipped (idempotent)."""
+        result = LoadResult(interval.run_key, self.strategy.name)
+        result.recovered_batches = len(self.recover())
+        self.check_no_overlap(interval)
+        ingested = read(self.spark, self.cfg, "ingested_updates").where(f"run_key = '{interval.run_key}'")
+        indexes = sorted(r[0] for r in ingested.select("batch_index").distinct().collect())
+        done = self._done_batches(interval.run_key)
+        result.skipped_batches = len([i for i in indexes if i in done])
+        todo = [i for i in indexes if i not in done]
+        for n, index in enumerate(todo, 1):
+            started = time.time()
+            batch = ingested.where(f"batch_index = {index}").drop("run_key", "batch_index")
+            for joined in self.strategy.submit(batch, index):
+                result.batches.append(self._commit(interval.run_key, index, joined, started))
+            if progress:
+                progress(f"batch {n}/{len(todo)} (index {index}) committed")
+        for joined in self.strategy.flush():
+            result.batches.append(self._commit(interval.run_key, todo[-1] if todo else 0, joined, time.time()))
+        return result
+
+    def _commit(self, run_key: str, batch_index: int, joined, started: float) -> BatchResult:
+        from pyspark.sql import functions as F
+
+        from etl.transforms import resolve
+
+        last_seq, next_key = self._ledger_state()
+        batch_seq = last_seq + 1
+        decided = resolve(joined, next_key).select(
+            "*",
+            F.lit(run_key).alias("run_key"),
+            F.lit(batch_seq).cast("long").alias("batch_seq"),
+        )
+        append_once(decided.withColumn("batch_index", F.lit(batch_index)), self.cfg, "outcome_log", batch_seq)
+        return self._apply(run_key, batch_index, batch_seq, started, next_key)
+
+    def _apply(self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int | None) -> BatchResult:
+        from delta.tables import DeltaTable
+        from pyspark.sql import functions as F
+
+        from etl.transforms import current_state_rows, key_map_changes
+
+        cfg = self.cfg
+        stats = self.strategy.stats()
+        outcomes = (
+            read(self.spark, cfg, "outcome_log")
+            .where(f"run_key = '{run_key}' AND batch_seq = {batch_seq}")
+            .cache()
+        )
+        try:
+            agg = outcomes.agg(
+                F.count(F.lit(1)).alias("n"),
+                *[F.sum((F.col("outcome") == k).cast("long")).alias(k) for k in OUTCOME_COUNTS],
+                F.min(F.when(F.col("outcome") == "new", F.col("surrogate_key"))).alias("min_new_key"),
+                F.avg(F.unix_micros("arrival_ts")).alias("avg_arrival_us"),
+                F.percentile_approx(F.unix_micros("arrival_ts"), F.lit(0.01), F.lit(10000)).alias("p01_arrival_us"),
+            ).first()
+            counts = {k: int(agg[k] or 0) for k in OUTCOME_COUNTS}
+            if next_key is None:  # recovering: the log knows which keys it allocated
+                next_key = int(agg["min_new_key"]) if agg["min_new_key"] is not None else self._ledger_state()[1]
+
+            km = key_map_changes(outcomes, self.segment_of).cache()
+            (
+                DeltaTable.forPath(self.spark, cfg.table_path("key_map"))
+                .alias("t")
+                .merge(km.alias("s"), "t.source_id = s.source_id AND t.natural_key = s.natural_key")
+                .whenMatchedUpdate(
+                    condition="t.updated_batch_seq < s.batch_seq",
+                    set={
+                        "row_hash": "coalesce(s.applied_row_hash, t.row_hash)",
+                        "last_source_seq": "greatest(t.last_source_seq, s.max_source_seq)",
+                        "last_arrival_ts": "greatest(t.last_arrival_ts, s.last_arrival_ts)",
+                        "updated_batch_seq": "s.batch_seq",
+                    },
+                )
+                .whenNotMatchedInsert(
+                    condition="s.is_new",
+                    values={
+                        "source_id": "s.source_id",
+                        "natural_key": "s.natural_key",
+                        "surrogate_key": "s.surrogate_key",
+                        "row_hash": "s.applied_row_hash",
+                        "last_source_seq": "s.max_source_seq",
+                        "first_arrival_ts": "s.new_arrival_ts",
+                        "last_arrival_ts": "s.last_arrival_ts",
+                        "created_batch_seq": "s.batch_seq",
+                        "updated_batch_seq": "s.batch_seq",
+                        "segment_id": "s.segment_id",
+                    },
+                )
+                .execute()
+            )
+            self.strategy.keys_committed(km)
+            km.unpersist()
+
+            state = current_state_rows(outcomes)
+            (
+                DeltaTable.forPath(self.spark, cfg.table_path("customer_current"))
+                .alias("t")
+                .merge(conform(state, "customer_current").alias("s"), "t.surrogate_key = s.surrogate_key")
+                .whenMatchedUpdateAll(condition="t.updated_batch_seq < s.updated_batch_seq")
+                .whenNotMatchedInsertAll()
+                .execute()
+            )
+            append_once(outcomes.where("applies"), cfg, "applied_changes", batch_seq)
+            append_once(outcomes.where("NOT applies"), cfg, "duplicates_quarantine", batch_seq)
+
+            committed = time.time()
+            delay_avg = committed - agg["avg_arrival_us"] / 1e6 if agg["avg_arrival_us"] is not None else None
+            delay_p99 = committed - agg["p01_arrival_us"] / 1e6 if agg["p01_arrival_us"] is not None else None
+            metrics = {
+                "run_key": run_key,
+                "batch_seq": batch_seq,
+                "batch_index": batch_index,
+                "strategy": self.strategy.name,
+                "updates_in": int(agg["n"]),
+                **counts,
+                "keys_allocated": counts["new"],
+                "keymap_bytes_read": stats.keymap_bytes_read,
+                "segments_probed": stats.segments_probed,
+                "segments_admitted": stats.segments_admitted,
+                "segments_evicted": stats.segments_evicted,
+                "resident_bytes": stats.resident_bytes,
+                "wait_buffer_tuples": stats.wait_buffer_tuples,
+                "delay_avg_s": delay_avg,
+                "delay_p99_s": delay_p99,
+                "batch_started_at": datetime.fromtimestamp(started, tz=timezone.utc),
+                "committed_at": datetime.fromtimestamp(committed, tz=timezone.utc),
+                "duration_s": committed - started,
+            }
+            self._append_row(metrics, "join_metrics", batch_seq)
+            ledger = {
+                "run_key": run_key,
+                "batch_index": batch_index,
+                "batch_seq": batch_seq,
+                "strategy": self.strategy.name,
+                "updates_in": int(agg["n"]),
+                "keys_allocated": counts["new"],
+                "next_surrogate_key": next_key + counts["new"],
+                "committed_at": metrics["committed_at"],
+            }
+            self._append_row(ledger, "batch_ledger", batch_seq)
+        finally:
+            outcomes.unpersist()
+        return BatchResult(
+            run_key, batch_index, batch_seq, int(agg["n"]), counts, counts["new"], delay_avg, delay_p99, committed - started
+        )
+
+    def _append_row(self, row: dict, table: str, batch_seq: int) -> None:
+        from warehouse.schemas import TABLES
+
+        df = self.spark.createDataFrame([tuple(row[f.name] for f in TABLES[table].schema.fields)], TABLES[table].schema)
+        append_once(df, self.cfg, table, batch_seq)

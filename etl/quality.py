@@ -1,0 +1,124 @@
+"""Great Expectations as a hard gate after each load, with Data Docs at a known path.
+
+The context is a file context under ``gx_root``; Data Docs are written to
+``<gx_root>/gx/uncommitted/data_docs/local_site/index.html``.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from etl.config import EtlConfig
+from etl.ingest import Interval
+
+log = logging.getLogger(__name__)
+DATASOURCE = "warehouse"
+
+
+def data_docs_index(cfg: EtlConfig) -> Path:
+    return cfg.gx_path / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+
+
+def conservation_frame(spark, cfg: EtlConfig, interval: Interval):
+    """One row per counting identity of the run: ``check``, ``expected``, ``actual``."""
+    from pyspark.sql import functions as F
+
+    from etl.ingest import list_landed_files, read_landed_lines
+    from etl.tables import read
+
+    run = F.col("run_key") == interval.run_key
+    landed = read_landed_lines(spark, cfg, interval, list_landed_files(cfg.landing_path, interval).files).count()
+    ingested = read(spark, cfg, "ingested_updates").where(run).count()
+    rejected = read(spark, cfg, "rejected_updates").where(run).count()
+    log_rows = read(spark, cfg, "outcome_log").where(run)
+    logged = log_rows.count()
+    new_outcomes = log_rows.where(F.col("outcome") == "new").count()
+    applied = read(spark, cfg, "applied_changes").where(run).count()
+    quarantined = read(spark, cfg, "duplicates_quarantine").where(run).count()
+    seqs = [r[0] for r in read(spark, cfg, "batch_ledger").where(run).select("batch_seq").collect()]
+    created = read(spark, cfg, "key_map").where(F.col("created_batch_seq").isin(seqs)).count() if seqs else 0
+    rows = [
+        ("updates in = matched + new + duplicate + stale + rejected", landed, applied + quarantined + rejected),
+        ("landed lines = ingested + rejected", landed, ingested + rejected),
+        ("ingested = outcomes logged", ingested, logged),
+        ("outcomes logged = applied + quarantined", logged, applied + quarantined),
+        ("new outcomes = key_map rows created", new_outcomes, created),
+    ]
+    return spark.createDataFrame(rows, "check string, expected long, actual long")
+
+
+def _checkpoint(context, name: str, expectations: list):
+    import great_expectations as gx
+    from great_expectations.checkpoint import UpdateDataDocsAction
+
+    source = context.data_sources.add_or_update_spark(name=DATASOURCE)
+    try:
+        asset = source.get_asset(name)
+    except LookupError:
+        asset = source.add_dataframe_asset(name=name)
+    try:
+        batch_def = asset.get_batch_definition("whole")
+    except (KeyError, LookupError, ValueError):
+        batch_def = asset.add_batch_definition_whole_dataframe("whole")
+    suite = context.suites.add_or_update(gx.ExpectationSuite(name=f"{name}_suite", expectations=expectations))
+    definition = context.validation_definitions.add_or_update(
+        gx.ValidationDefinition(name=f"{name}_gate", data=batch_def, suite=suite)
+    )
+    return context.checkpoints.add_or_update(
+        gx.Checkpoint(
+            name=f"{name}_gate",
+            validation_definitions=[definition],
+            actions=[UpdateDataDocsAction(name="update_data_docs")],
+            result_format="SUMMARY",
+        )
+    )
+
+
+def run_load_gate(spark, cfg: EtlConfig, interval: Interval) -> dict:
+    """Run every suite of ``expectations.SUITES`` against the warehouse after the run's load."""
+    import great_expectations as gx
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    from etl.tables import read
+    from expectations import SUITES
+
+    cfg.gx_path.mkdir(parents=True, exist_ok=True)
+    context = gx.get_context(mode="file", project_root_dir=str(cfg.gx_path))
+    if context.variables.progress_bars is None or context.variables.progress_bars.globally:
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+        context.variables.save()
+    frames = {
+        "key_map": lambda: read(spark, cfg, "key_map"),
+        "customer_current": lambda: read(spark, cfg, "customer_current"),
+        "run_conservation": lambda: conservation_frame(spark, cfg, interval),
+    }
+    checks = []
+    conservation_rows = []
+    for name, factory in SUITES.items():
+        df = frames[name]()
+        if name == "run_conservation":
+            conservation_rows = [r.asDict() for r in df.collect()]
+        checkpoint = _checkpoint(context, name, factory())
+        result = checkpoint.run(batch_parameters={"dataframe": df}, run_id=RunIdentifier(run_name=interval.run_key))
+        for validation in result.run_results.values():
+            for r in validation.results:
+                config = r.expectation_config
+                checks.append(
+                    {
+                        "table": name,
+                        "expectation": config.type,
+                        "kwargs": {k: v for k, v in config.kwargs.items() if k != "batch_id"},
+                        "success": bool(r.success),
+                        "unexpected_count": (r.result or {}).get("unexpected_count"),
+                    }
+                )
+    return {
+        "run_key": interval.run_key,
+        "success": all(c["success"] for c in checks),
+        "checks": checks,
+        "conservation": conservation_rows,
+        "data_docs": str(data_docs_index(cfg)),
+    }

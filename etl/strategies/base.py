@@ -1,0 +1,69 @@
+"""The contract every join strategy keeps.
+
+A strategy receives the run's micro-batches in arrival order (``submit``) and hands back, when it
+decides, the updates it has joined with ``key_map``: the update columns plus ``km_surrogate_key``,
+``km_row_hash`` and ``km_last_source_seq`` (nulls where the key was not found). The loader then
+decides outcomes, allocates keys and commits; after each commit it calls ``keys_committed`` so a
+strategy holding parts of ``key_map`` in memory never serves a stale copy. ``flush`` releases
+whatever is still pending at the end of a run. Updates of one key must be released in arrival
+order; that is all the loader needs for exactness.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+KM_COLUMNS = ("km_surrogate_key", "km_row_hash", "km_last_source_seq")
+
+
+@dataclass
+class JoinStats:
+    """What one submit/flush cost, for the metrics table."""
+
+    keymap_bytes_read: int = 0
+    segments_probed: int = 0
+    segments_admitted: int = 0
+    segments_evicted: int = 0
+    resident_bytes: int = 0
+    wait_buffer_tuples: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class JoinStrategy(ABC):
+    name: str = "abstract"
+
+    def __init__(self, spark, cfg, layout) -> None:
+        self.spark = spark
+        self.cfg = cfg
+        self.layout = layout
+
+    def key_map(self):
+        from etl.tables import read
+
+        return read(self.spark, self.cfg, "key_map")
+
+    def lookup_columns(self, key_map):
+        """``key_map`` narrowed to the join key and the ``km_*`` columns."""
+        return key_map.select(
+            "source_id",
+            "natural_key",
+            key_map["surrogate_key"].alias("km_surrogate_key"),
+            key_map["row_hash"].alias("km_row_hash"),
+            key_map["last_source_seq"].alias("km_last_source_seq"),
+        )
+
+    @abstractmethod
+    def submit(self, batch, batch_index: int) -> list:
+        """Take one micro-batch; return the joined DataFrames ready to commit now (maybe none)."""
+
+    def flush(self) -> list:
+        """Release everything still pending."""
+        return []
+
+    def keys_committed(self, key_map_rows) -> None:
+        """New or changed ``key_map`` rows were committed (hook for resident copies)."""
+
+    @abstractmethod
+    def stats(self) -> JoinStats:
+        """Cost of the last ``submit``/``flush``."""

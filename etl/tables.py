@@ -1,0 +1,64 @@
+"""Delta I/O at the edges: create the warehouse tables, read them, and write idempotently."""
+
+from __future__ import annotations
+
+from etl.config import EtlConfig
+from warehouse.schemas import TABLES
+
+
+def ensure_tables(spark, cfg: EtlConfig) -> list[str]:
+    """Create every warehouse table that does not exist yet; a no-op on an existing warehouse."""
+    from delta.tables import DeltaTable
+
+    created = []
+    cfg.warehouse_path.mkdir(parents=True, exist_ok=True)
+    for table in TABLES.values():
+        path = cfg.table_path(table.name)
+        if DeltaTable.isDeltaTable(spark, path):
+            continue
+        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(table.schema)
+        if table.partition_by:
+            builder = builder.partitionedBy(*table.partition_by)
+        builder.execute()
+        created.append(table.name)
+    return created
+
+
+def read(spark, cfg: EtlConfig, name: str):
+    return spark.read.format("delta").load(cfg.table_path(name))
+
+
+def conform(df, name: str):
+    """Cast and order ``df``'s columns as the table's schema says."""
+    from pyspark.sql import functions as F
+
+    return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in TABLES[name].schema.fields])
+
+
+def append_once(df, cfg: EtlConfig, name: str, txn_version: int, app_id: str = "active-dw-etl") -> None:
+    """Append, skipped by Delta if this ``(app_id, txn_version)`` was already committed (a retry)."""
+    (
+        conform(df, name)
+        .write.format("delta")
+        .mode("append")
+        .option("txnAppId", f"{app_id}:{name}")
+        .option("txnVersion", txn_version)
+        .save(cfg.table_path(name))
+    )
+
+
+def replace_partition(df, cfg: EtlConfig, name: str, column: str, value: str) -> None:
+    """Overwrite exactly the rows where ``column = value``: rerunning gives the same table."""
+    (
+        conform(df, name)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", f"{column} = '{value}'")
+        .save(cfg.table_path(name))
+    )
+
+
+def table_bytes(spark, cfg: EtlConfig, name: str) -> int:
+    from delta.tables import DeltaTable
+
+    return int(DeltaTable.forPath(spark, cfg.table_path(name)).detail().select("sizeInBytes").first()[0] or 0)

@@ -1,0 +1,123 @@
+"""Transform: pure DataFrame -> DataFrame functions that decide each update's outcome.
+
+Input is a micro-batch already joined with ``key_map`` by a strategy: the update columns plus
+``km_surrogate_key``, ``km_row_hash``, ``km_last_source_seq`` (null when the key is not in
+``key_map``). Updates of one key are judged in arrival order, each against the state the previous
+ones left, so the outcome does not depend on how the stream was cut into micro-batches.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+KEY = ("source_id", "natural_key")
+ARRIVAL_ORDER = ("arrival_ts", "update_id")
+
+
+def classify(joined: DataFrame) -> DataFrame:
+    """Adds ``outcome`` (new, matched, duplicate, stale), ``reason``, ``applies``, ``is_last_applied``.
+
+    - new: the key is in neither ``key_map`` nor earlier in the batch (its first update);
+    - stale: ``source_seq`` below the highest seen for the key;
+    - duplicate/redelivered: ``source_seq`` equal to the highest seen (the same update again);
+    - duplicate/unchanged_content: newer, but its content equals the current version;
+    - matched: a newer version with new content.
+    """
+    by_key = Window.partitionBy(*KEY).orderBy(*ARRIVAL_ORDER)
+    before = by_key.rowsBetween(Window.unboundedPreceding, -1)
+    whole = Window.partitionBy(*KEY).orderBy(*ARRIVAL_ORDER).rowsBetween(
+        Window.unboundedPreceding, Window.unboundedFollowing
+    )
+
+    step1 = joined.select(
+        "*",
+        F.row_number().over(by_key).alias("_rank_in_key"),
+        F.greatest(F.col("km_last_source_seq"), F.max("source_seq").over(before)).alias("_prev_max_seq"),
+    ).withColumn(
+        "_advances", F.col("_prev_max_seq").isNull() | (F.col("source_seq") > F.col("_prev_max_seq"))
+    )
+    prev_hash = F.coalesce(
+        F.last(F.when(F.col("_advances"), F.col("row_hash")), ignorenulls=True).over(before), F.col("km_row_hash")
+    )
+    exists_before = F.col("km_surrogate_key").isNotNull() | (F.col("_rank_in_key") > 1)
+    outcome = (
+        F.when(~exists_before, "new")
+        .when(F.col("source_seq") < F.col("_prev_max_seq"), "stale")
+        .when(F.col("source_seq") == F.col("_prev_max_seq"), "duplicate")
+        .when(F.col("row_hash") == F.col("_prev_hash"), "duplicate")
+        .otherwise("matched")
+    )
+    reason = (
+        F.when(F.col("outcome") == "stale", "stale")
+        .when((F.col("outcome") == "duplicate") & (F.col("source_seq") == F.col("_prev_max_seq")), "redelivered")
+        .when(F.col("outcome") == "duplicate", "unchanged_content")
+    )
+    step2 = (
+        step1.withColumn("_prev_hash", prev_hash)
+        .withColumn("outcome", outcome)
+        .withColumn("reason", reason)
+        .withColumn("applies", F.col("outcome").isin("new", "matched"))
+    )
+    last_applied_id = F.last(F.when(F.col("applies"), F.col("update_id")), ignorenulls=True).over(whole)
+    return step2.withColumn(
+        "is_last_applied", F.coalesce(F.col("update_id") == last_applied_id, F.lit(False))
+    ).withColumnRenamed("km_last_source_seq", "stored_source_seq").drop(
+        "_rank_in_key", "_prev_max_seq", "_advances", "_prev_hash"
+    )
+
+
+def allocate_keys(classified: DataFrame, next_key: int) -> DataFrame:
+    """Gives each new natural key one dense surrogate key, ``next_key`` upward, in arrival order.
+
+    Exactly one update per new key has outcome ``new`` (its first), so numbering those rows
+    numbers the keys; every other update of the key takes the same number.
+    """
+    news = classified.where(F.col("outcome") == "new").select(*KEY, *ARRIVAL_ORDER)
+    numbered = news.select(
+        *KEY,
+        (F.lit(next_key) - 1 + F.row_number().over(Window.orderBy(*ARRIVAL_ORDER))).cast("long").alias("_new_key"),
+    )
+    return (
+        classified.join(numbered, list(KEY), "left")
+        .withColumn("surrogate_key", F.coalesce(F.col("km_surrogate_key"), F.col("_new_key")))
+        .drop("_new_key", "km_surrogate_key", "km_row_hash")
+    )
+
+
+def resolve(joined: DataFrame, next_key: int) -> DataFrame:
+    """classify then allocate: the whole decision for one released micro-batch."""
+    return allocate_keys(classify(joined), next_key)
+
+
+def key_map_changes(outcomes: DataFrame, segment_of) -> DataFrame:
+    """Per key touched by the batch: its new ``key_map`` row (insert or update)."""
+    agg = outcomes.groupBy(*KEY).agg(
+        F.first("surrogate_key").alias("surrogate_key"),
+        F.max(F.when(F.col("is_last_applied"), F.col("row_hash"))).alias("applied_row_hash"),
+        F.max("source_seq").alias("max_source_seq"),
+        F.min(F.when(F.col("outcome") == "new", F.col("arrival_ts"))).alias("new_arrival_ts"),
+        F.max("arrival_ts").alias("last_arrival_ts"),
+        F.max(F.col("outcome") == "new").alias("is_new"),
+        F.first("batch_seq").alias("batch_seq"),
+    )
+    return agg.withColumn("segment_id", segment_of(F.col("source_id"), F.col("natural_key")))
+
+
+def current_state_rows(outcomes: DataFrame) -> DataFrame:
+    """The last applied update of each key becomes its current-state row."""
+    return outcomes.where(F.col("is_last_applied")).select(
+        "surrogate_key",
+        "source_id",
+        "natural_key",
+        "name",
+        "email",
+        "city",
+        "balance",
+        (F.col("op") == "delete").alias("is_deleted"),
+        "row_hash",
+        F.col("source_seq").alias("last_source_seq"),
+        "event_ts",
+        "arrival_ts",
+        F.col("batch_seq").alias("updated_batch_seq"),
+    )

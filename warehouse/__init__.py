@@ -1,0 +1,1 @@
+"""Table schemas and layout of the warehouse, as code."""

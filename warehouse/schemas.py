@@ -1,0 +1,216 @@
+"""Every warehouse table as a ``StructType`` constant, with its partitioning.
+
+The entity is a customer kept per source: its attributes are ``ENTITY_ATTRIBUTES``.
+Timestamps are UTC. Nothing here holds a wall-clock time except ``join_metrics`` and the
+``committed_at`` of ``batch_ledger``: every other table is a pure function of the input, so reruns
+and strategies can be compared row for row (DESIGN.md §3.4).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql.types import (
+    BooleanType,
+    DecimalType,
+    DoubleType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+OUTCOMES = ("matched", "new", "duplicate", "stale", "rejected")
+OPS = ("upsert", "delete")
+
+
+def _s(name: str, kind, nullable: bool = True) -> StructField:
+    return StructField(name, kind, nullable)
+
+
+ENTITY_ATTRIBUTES = StructType(
+    [
+        _s("name", StringType()),
+        _s("email", StringType()),
+        _s("city", StringType()),
+        _s("balance", DecimalType(18, 2)),
+    ]
+)
+
+_UPDATE_CORE = [
+    _s("update_id", StringType(), False),  # <landing file>:<line number>, stable across reruns
+    _s("source_id", StringType(), False),
+    _s("natural_key", StringType(), False),
+    _s("op", StringType(), False),
+    *ENTITY_ATTRIBUTES.fields,
+    _s("source_seq", LongType(), False),
+    _s("event_ts", TimestampType(), False),
+    _s("arrival_ts", TimestampType(), False),
+    _s("row_hash", StringType(), False),
+]
+
+# Validated updates of one run, in the order they will be processed.
+INGESTED_UPDATES = StructType(
+    [_s("run_key", StringType(), False), *_UPDATE_CORE, _s("batch_index", IntegerType(), False)]
+)
+
+# The lookup relation R: one row per (source_id, natural_key). Partitioned by segment_id, so a
+# probe of one segment reads only that segment's files.
+KEY_MAP = StructType(
+    [
+        _s("source_id", StringType(), False),
+        _s("natural_key", StringType(), False),
+        _s("surrogate_key", LongType(), False),
+        _s("row_hash", StringType(), False),
+        _s("last_source_seq", LongType(), False),
+        _s("first_arrival_ts", TimestampType(), False),
+        _s("last_arrival_ts", TimestampType(), False),
+        _s("created_batch_seq", LongType(), False),
+        _s("updated_batch_seq", LongType(), False),
+        _s("segment_id", IntegerType(), False),
+    ]
+)
+
+# Current state of the entity, one row per surrogate key.
+CUSTOMER_CURRENT = StructType(
+    [
+        _s("surrogate_key", LongType(), False),
+        _s("source_id", StringType(), False),
+        _s("natural_key", StringType(), False),
+        *ENTITY_ATTRIBUTES.fields,
+        _s("is_deleted", BooleanType(), False),
+        _s("row_hash", StringType(), False),
+        _s("last_source_seq", LongType(), False),
+        _s("event_ts", TimestampType(), False),
+        _s("arrival_ts", TimestampType(), False),
+        _s("updated_batch_seq", LongType(), False),
+    ]
+)
+
+# Every update after the join, with its outcome: the write-ahead log of a micro-batch. The other
+# outputs of a batch are projections of its rows here, so a retry re-applies instead of re-deciding.
+OUTCOME_LOG = StructType(
+    [
+        _s("run_key", StringType(), False),
+        _s("batch_seq", LongType(), False),
+        _s("batch_index", IntegerType(), False),
+        *_UPDATE_CORE,
+        _s("outcome", StringType(), False),
+        _s("reason", StringType()),
+        _s("surrogate_key", LongType(), False),
+        _s("stored_source_seq", LongType()),
+        _s("applies", BooleanType(), False),  # this update changes the current state
+        _s("is_last_applied", BooleanType(), False),  # the last applied update of its key in the batch
+    ]
+)
+
+APPLIED_CHANGES = StructType(
+    [
+        _s("run_key", StringType(), False),
+        _s("batch_seq", LongType(), False),
+        _s("surrogate_key", LongType(), False),
+        _s("outcome", StringType(), False),
+        *_UPDATE_CORE,
+    ]
+)
+
+DUPLICATES_QUARANTINE = StructType(
+    [
+        _s("run_key", StringType(), False),
+        _s("batch_seq", LongType(), False),
+        _s("surrogate_key", LongType(), False),
+        _s("outcome", StringType(), False),
+        _s("reason", StringType(), False),
+        _s("stored_source_seq", LongType()),
+        *_UPDATE_CORE,
+    ]
+)
+
+REJECTED_UPDATES = StructType(
+    [
+        _s("run_key", StringType(), False),
+        _s("update_id", StringType(), False),
+        _s("source_id", StringType()),  # from the landing path
+        _s("file_name", StringType(), False),
+        _s("line_number", LongType(), False),
+        _s("reason", StringType(), False),
+        _s("raw_line", StringType()),  # cut to max_record_bytes
+        _s("arrival_minute", TimestampType(), False),
+    ]
+)
+
+JOIN_METRICS = StructType(
+    [
+        _s("run_key", StringType(), False),
+        _s("batch_seq", LongType(), False),
+        _s("batch_index", IntegerType(), False),
+        _s("strategy", StringType(), False),
+        _s("updates_in", LongType(), False),
+        _s("matched", LongType(), False),
+        _s("new", LongType(), False),
+        _s("duplicate", LongType(), False),
+        _s("stale", LongType(), False),
+        _s("keys_allocated", LongType(), False),
+        _s("keymap_bytes_read", LongType(), False),
+        _s("segments_probed", LongType(), False),
+        _s("segments_admitted", LongType(), False),
+        _s("segments_evicted", LongType(), False),
+        _s("resident_bytes", LongType(), False),
+        _s("wait_buffer_tuples", LongType(), False),
+        _s("delay_avg_s", DoubleType()),
+        _s("delay_p99_s", DoubleType()),
+        _s("batch_started_at", TimestampType(), False),
+        _s("committed_at", TimestampType(), False),
+        _s("duration_s", DoubleType(), False),
+    ]
+)
+
+# One row per committed micro-batch; also the high-water mark of surrogate keys.
+BATCH_LEDGER = StructType(
+    [
+        _s("run_key", StringType(), False),
+        _s("batch_index", IntegerType(), False),
+        _s("batch_seq", LongType(), False),
+        _s("strategy", StringType(), False),
+        _s("updates_in", LongType(), False),
+        _s("keys_allocated", LongType(), False),
+        _s("next_surrogate_key", LongType(), False),
+        _s("committed_at", TimestampType(), False),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Table:
+    name: str
+    schema: StructType
+    partition_by: tuple[str, ...] = ()
+
+
+TABLES: dict[str, Table] = {
+    t.name: t
+    for t in (
+        Table("key_map", KEY_MAP, ("segment_id",)),
+        Table("customer_current", CUSTOMER_CURRENT),
+        Table("ingested_updates", INGESTED_UPDATES, ("run_key",)),
+        Table("outcome_log", OUTCOME_LOG, ("run_key",)),
+        Table("applied_changes", APPLIED_CHANGES),
+        Table("duplicates_quarantine", DUPLICATES_QUARANTINE),
+        Table("rejected_updates", REJECTED_UPDATES, ("run_key",)),
+        Table("join_metrics", JOIN_METRICS),
+        Table("batch_ledger", BATCH_LEDGER),
+    )
+}
+
+# Tables whose content is a pure function of input + starting state (everything but wall clocks).
+DETERMINISTIC_TABLES = (
+    "key_map",
+    "customer_current",
+    "ingested_updates",
+    "outcome_log",
+    "applied_changes",
+    "duplicates_quarantine",
+    "rejected_updates",
+)

@@ -85,11 +85,10 @@ def run_load_gate(spark, cfg: EtlConfig, interval: Interval) -> dict:
 
     cfg.gx_path.mkdir(parents=True, exist_ok=True)
     context = gx.get_context(mode="file", project_root_dir=str(cfg.gx_path))
-    if context.variables.progress_bars is None or context.variables.progress_bars.globally:
-        from great_expectations.data_context.types.base import ProgressBarsConfig
+    # In memory only: no progress bars in task logs.
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
-        context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
-        context.variables.save()
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     frames = {
         "key_map": lambda: read(spark, cfg, "key_map"),
         "customer_current": lambda: read(spark, cfg, "customer_current"),

@@ -1,0 +1,48 @@
+"""One session-scoped Spark (local[2], few shuffle partitions, UI off); every test gets its own
+warehouse, landing zone and GX root under tmp_path."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from etl.config import EtlConfig
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory):
+    from etl.spark import build_spark_session
+
+    base = EtlConfig(warehouse_root=str(tmp_path_factory.mktemp("spark-base")), spark_shuffle_partitions=2)
+    session = build_spark_session(base, app_name="etl-tests", master="local[2]")
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def cfg(tmp_path: Path) -> EtlConfig:
+    return EtlConfig(
+        warehouse_root=str(tmp_path / "warehouse"),
+        landing_root=str(tmp_path / "landing"),
+        gx_root=str(tmp_path / "gx"),
+        runs_root=str(tmp_path / "runs"),
+        spark_master="local[2]",
+        spark_shuffle_partitions=2,
+        micro_batch_seconds=60,
+        key_domain=2000,
+        n_part=8,
+    )
+
+
+def pytest_collection_modifyitems(items):
+    """Tests that take the ``spark`` fixture are marked ``spark`` (``make test-fast`` skips them)."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)

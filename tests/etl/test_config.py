@@ -1,0 +1,57 @@
+import pytest
+
+from etl.config import JOIN_STRATEGIES, ConfigError, EtlConfig, load_config
+
+
+def test_defaults_use_the_thesis_table_6_2_values():
+    cfg = load_config(env={})
+    assert (cfg.n_invoke, cfg.r_wb, cfg.alpha, cfg.rho) == (3000, 0.4, 0.3, 0.25)
+    assert cfg.join_strategy == "native" and cfg.spark_master == "local[*]"
+
+
+def test_file_then_environment_then_overrides(tmp_path):
+    f = tmp_path / "etl.toml"
+    f.write_text('[etl]\nn_invoke = 10\nalpha = 0.5\nsources = ["crm", "web"]\njoin_strategy = "meshjoin"\n')
+    cfg = load_config(f, env={"ETL_ALPHA": "0.7", "ETL_SPARK_UI": "yes"}, overrides={"join_strategy": "native"})
+    assert cfg.n_invoke == 10  # file
+    assert cfg.alpha == 0.7  # environment beats file
+    assert cfg.spark_ui is True
+    assert cfg.join_strategy == "native"  # override beats both
+    assert cfg.sources == ("crm", "web")
+
+
+def test_config_file_from_environment(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text("theta = 100\n")
+    assert load_config(env={"ETL_CONFIG": str(f)}).theta == 100
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"ETL_JOIN_STRATEGY": "hashjoin"}, "join_strategy"),
+        ({"ETL_MEMORY_BUDGET": "-5"}, "memory_budget"),
+        ({"ETL_ALPHA": "1.5"}, "alpha"),
+        ({"ETL_N_INVOKE": "many"}, "n_invoke"),
+        ({"ETL_R_WB": "0"}, "r_wb"),
+        ({"ETL_WAREHOUSE_ROOT": " "}, "warehouse_root"),
+    ],
+)
+def test_bad_settings_fail_naming_the_setting(env, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(env=env)
+
+
+def test_unknown_strategy_lists_the_valid_ones():
+    with pytest.raises(ConfigError) as err:
+        EtlConfig(join_strategy="nope")
+    assert all(name in str(err.value) for name in JOIN_STRATEGIES)
+
+
+def test_unknown_key_in_file_and_missing_file(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text("n_invokee = 3\n")
+    with pytest.raises(ConfigError, match="n_invokee"):
+        load_config(f, env={})
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.toml", env={})

@@ -1,0 +1,80 @@
+import json
+from datetime import datetime, timezone
+
+import numpy as np
+import pytest
+
+from etl.generator import StreamSpec, b_model_volumes, generate_stream, pqrs_points
+
+T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
+
+
+def _read_all(root):
+    return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*.jsonl"))}
+
+
+def test_same_seed_same_files_other_seed_other_files(tmp_path):
+    spec = StreamSpec(start=T0, duration_s=120, rate=30, seed=3)
+    generate_stream(spec, tmp_path / "a")
+    generate_stream(spec, tmp_path / "b")
+    generate_stream(StreamSpec(start=T0, duration_s=120, rate=30, seed=4), tmp_path / "c")
+    assert _read_all(tmp_path / "a") == _read_all(tmp_path / "b")
+    assert _read_all(tmp_path / "a") != _read_all(tmp_path / "c")
+
+
+def test_files_are_per_source_and_arrival_minute(tmp_path):
+    generate_stream(StreamSpec(start=T0, duration_s=150, rate=20, malformed_share=0), tmp_path)
+    files = sorted(tmp_path.rglob("*.jsonl"))
+    assert {f.parent.parent.parent.name for f in files} == {"source_id=crm", "source_id=web"}
+    for f in files:
+        minute = f.name.removeprefix("updates-").removesuffix(".jsonl")
+        for line in f.read_text().splitlines():
+            rec = json.loads(line)
+            arrival = datetime.fromisoformat(rec["arrival_ts"].replace("Z", "+00:00"))
+            assert arrival.strftime("%Y%m%dT%H%M") == minute
+            assert f"source_id={rec['source_id']}" == f.parent.parent.parent.name
+
+
+def test_refuses_to_overwrite_landed_data(tmp_path):
+    spec = StreamSpec(start=T0, duration_s=60, rate=5)
+    generate_stream(spec, tmp_path)
+    with pytest.raises(FileExistsError):
+        generate_stream(spec, tmp_path)
+    generate_stream(spec, tmp_path, overwrite=True)
+
+
+def test_b_model_conserves_volume_and_bias_makes_bursts():
+    rng = np.random.default_rng(1)
+    smooth = b_model_volumes(100_000, 10, 0.5, rng)
+    bursty = b_model_volumes(100_000, 10, 0.8, rng)
+    assert smooth.sum() == bursty.sum() == 100_000
+    assert smooth.max() / smooth.mean() < 1.5
+    assert bursty.max() / bursty.mean() > 10
+
+
+def test_pqrs_skews_keys_and_couples_time_and_key():
+    rng = np.random.default_rng(2)
+    times, keys = pqrs_points(50_000, 1 << 16, 0.4, 0.1, 0.1, 0.4, rng)
+    low = keys < (1 << 15)
+    early = times < 0.5
+    assert abs(low.mean() - 0.5) < 0.02  # p + r = 0.5
+    # p = s = 0.4 >> q = r = 0.1: early tuples go to low keys, late to high keys.
+    assert abs((early & low).mean() - 0.4) < 0.02
+    _, skewed = pqrs_points(50_000, 1 << 16, 0.45, 0.15, 0.3, 0.1, rng)
+    assert abs((skewed < (1 << 15)).mean() - 0.75) < 0.02  # p + r
+
+
+def test_shares_of_each_kind(tmp_path):
+    spec = StreamSpec(start=T0, duration_s=600, rate=50, new_key_share=0.1, duplicate_share=0.05,
+                      unchanged_share=0.05, malformed_share=0.02)
+    out = generate_stream(spec, tmp_path)
+    assert out.lines == 30_000
+    for kind, share in (("new_key", 0.1), ("redelivered", 0.05), ("unchanged", 0.05), ("malformed", 0.02)):
+        assert abs(out.kinds[kind] / out.lines - share) < 0.01, kind
+
+
+def test_bad_parameters_are_refused():
+    with pytest.raises(ValueError, match="p\\+q\\+r\\+s"):
+        StreamSpec(start=T0, p=0.5, q=0.5, r=0.5, s=0.5)
+    with pytest.raises(ValueError, match="b"):
+        StreamSpec(start=T0, b=0.4)

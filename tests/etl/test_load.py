@@ -1,0 +1,141 @@
+"""The contract of DESIGN.md §3 on the native strategy, with real Spark and real Delta tables."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from chispa import assert_df_equality
+
+from etl import jobs
+from etl.generator import StreamSpec, generate_stream
+from etl.ingest import Interval
+from etl.load import Loader, OverlappingRunError
+from etl.oracle import decide
+from etl.tables import read
+from tests.etl.test_ingest import good, land
+from warehouse.schemas import TABLES
+
+T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
+RUN = Interval(T0, T0 + timedelta(minutes=3))
+
+
+def stream(cfg, **over):
+    params = dict(start=T0, duration_s=180, rate=12, key_domain=300, new_key_share=0.1, duplicate_share=0.05,
+                  unchanged_share=0.05, malformed_share=0.02, b=0.7, seed=11)
+    params.update(over)
+    return generate_stream(StreamSpec(**params), cfg.landing_path)
+
+
+def ingest_and_load(spark, cfg, interval=RUN):
+    jobs.ingest(spark, cfg, interval)
+    return jobs.load(spark, cfg, interval)
+
+
+def snapshot(spark, cfg, names=tuple(TABLES)):
+    """Every table, collected in a canonical order."""
+    out = {}
+    for name in names:
+        df = read(spark, cfg, name)
+        out[name] = df.orderBy(*df.columns)
+    return out
+
+
+def test_rerunning_the_same_interval_leaves_every_table_unchanged(spark, cfg):
+    stream(cfg)
+    first = ingest_and_load(spark, cfg)
+    assert first["batches_committed"] == 3
+    before = {k: v.collect() for k, v in snapshot(spark, cfg).items()}
+    again = ingest_and_load(spark, cfg)
+    assert again["batches_committed"] == 0 and again["batches_already_done"] == 3
+    after = {k: v.collect() for k, v in snapshot(spark, cfg).items()}
+    for name in TABLES:
+        assert after[name] == before[name], name
+
+
+def test_updates_in_equal_the_sum_of_outcomes(spark, cfg):
+    generated = stream(cfg)
+    summary = ingest_and_load(spark, cfg)
+    rep = jobs.report(cfg, RUN)
+    assert rep["updates_in"] == generated.lines
+    assert rep["outcomes_total"] == generated.lines
+    assert rep["outcomes"]["rejected"] == generated.kinds["malformed"]
+    counted = {
+        "applied": read(spark, cfg, "applied_changes").count(),
+        "quarantined": read(spark, cfg, "duplicates_quarantine").count(),
+        "rejected": read(spark, cfg, "rejected_updates").count(),
+    }
+    assert sum(counted.values()) == generated.lines
+    assert counted["applied"] == summary["outcomes"]["matched"] + summary["outcomes"]["new"]
+    assert summary["keys_allocated"] == read(spark, cfg, "key_map").count() == summary["outcomes"]["new"]
+
+
+def test_outcomes_and_keys_equal_the_oracle(spark, cfg):
+    stream(cfg, key_domain=60)  # few keys: many repeats inside and across batches
+    ingest_and_load(spark, cfg)
+    updates = [r.asDict() for r in read(spark, cfg, "ingested_updates").collect()]
+    expected, final_state = decide(updates)
+    got = read(spark, cfg, "outcome_log").select("update_id", "outcome", "reason", "surrogate_key")
+    want = spark.createDataFrame([(d.update_id, d.outcome, d.reason, d.surrogate_key) for d in expected], got.schema)
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+    key_map = read(spark, cfg, "key_map").select("source_id", "natural_key", "surrogate_key", "last_source_seq", "row_hash")
+    want_km = spark.createDataFrame(
+        [(s, k, v.surrogate_key, v.last_source_seq, v.row_hash) for (s, k), v in final_state.items()], key_map.schema
+    )
+    assert_df_equality(key_map, want_km, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_a_natural_key_in_two_batches_and_two_runs_keeps_one_surrogate_key(spark, cfg):
+    land(cfg, [good("42", seq=1, arrival_ts="2026-11-22T01:00:10Z"), good("7", seq=1)], minute=T0)
+    land(cfg, [good("42", seq=2, arrival_ts="2026-11-22T01:01:10Z", attributes={"city": "Lima"})], minute=T0 + timedelta(minutes=1))
+    ingest_and_load(spark, cfg, Interval(T0, T0 + timedelta(minutes=2)))
+    later = Interval(T0 + timedelta(minutes=2), T0 + timedelta(minutes=3))
+    land(cfg, [good("42", seq=3, arrival_ts="2026-11-22T01:02:10Z", attributes={"city": "Quito"})], minute=later.start)
+    ingest_and_load(spark, cfg, later)
+
+    keys = read(spark, cfg, "applied_changes").where("natural_key = '42'").select("outcome", "surrogate_key", "source_seq")
+    expected = spark.createDataFrame([("new", 1, 1), ("matched", 1, 2), ("matched", 1, 3)], keys.schema)
+    assert_df_equality(keys, expected, ignore_row_order=True, ignore_nullable=True)
+    assert read(spark, cfg, "key_map").where("natural_key = '42'").count() == 1
+    current = read(spark, cfg, "customer_current").where("natural_key = '42'").select("surrogate_key", "city", "last_source_seq")
+    assert [tuple(r) for r in current.collect()] == [(1, "Quito", 3)]
+
+
+def test_micro_batch_split_does_not_change_the_warehouse(spark, cfg, tmp_path):
+    stream(cfg, key_domain=80)
+    ingest_and_load(spark, cfg)
+    fine = cfg.replace(warehouse_root=str(tmp_path / "fine"), runs_root=str(tmp_path / "fine-runs"), micro_batch_seconds=20)
+    assert ingest_and_load(spark, fine)["batches_committed"] == 9
+
+    def content(c, name, drop):
+        df = read(spark, c, name).drop(*drop)
+        return df.orderBy(*df.columns)
+
+    for name, drop in (
+        ("key_map", ("created_batch_seq", "updated_batch_seq")),
+        ("customer_current", ("updated_batch_seq",)),
+        ("outcome_log", ("batch_seq", "batch_index")),
+    ):
+        assert_df_equality(content(cfg, name, drop), content(fine, name, drop), ignore_nullable=True)
+
+
+def test_an_interval_overlapping_a_loaded_one_is_refused(spark, cfg):
+    land(cfg, [good("1")], minute=T0)
+    ingest_and_load(spark, cfg, Interval(T0, T0 + timedelta(minutes=2)))
+    overlapping = Interval(T0 + timedelta(minutes=1), T0 + timedelta(minutes=3))
+    jobs.ingest(spark, cfg, overlapping)
+    with pytest.raises(OverlappingRunError, match="overlaps"):
+        Loader(spark, cfg).load(overlapping)
+
+
+def test_a_logged_but_unapplied_batch_is_recovered_not_redecided(spark, cfg):
+    """A crash between the outcome_log append and the ledger row: the next run applies the log."""
+    stream(cfg, duration_s=60, key_domain=50)
+    jobs.ingest(spark, cfg, Interval(T0, T0 + timedelta(minutes=1)))
+    loader = Loader(spark, cfg)
+    loader._apply = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("killed after the log append"))
+    with pytest.raises(RuntimeError, match="killed"):
+        loader.load(Interval(T0, T0 + timedelta(minutes=1)))
+    assert read(spark, cfg, "batch_ledger").count() == 0 and read(spark, cfg, "outcome_log").count() > 0
+    result = jobs.load(spark, cfg, Interval(T0, T0 + timedelta(minutes=1)))
+    assert result["batches_recovered"] == 1 and result["batches_committed"] == 0
+    assert read(spark, cfg, "batch_ledger").count() == 1
+    assert read(spark, cfg, "key_map").count() == read(spark, cfg, "outcome_log").where("outcome = 'new'").count()

@@ -46,3 +46,9 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
+
+
+def pytest_configure(config):
+    import logging
+
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # no "Closing down clientserver" after capture ends

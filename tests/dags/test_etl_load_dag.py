@@ -39,9 +39,9 @@ def test_spark_tasks_use_the_connection_and_delta(dag_bag):
         task = dag.get_task(task_id)
         assert task._conn_id == "etl_spark"
         assert task.application.endswith("etl/spark_entry.py")
-        assert "io.delta:delta-spark" in task._conf["spark.jars.packages"]
-        assert task._application_args[0] == {"ingest": "ingest", "join_and_load": "load", "validate": "validate"}[task_id]
-    assert "{{ params.join_strategy }}" in dag.get_task("join_and_load")._application_args
+        assert "io.delta:delta-spark" in task.conf["spark.jars.packages"]
+        assert task.application_args[0] == {"ingest": "ingest", "join_and_load": "load", "validate": "validate"}[task_id]
+    assert "{{ params.join_strategy }}" in dag.get_task("join_and_load").application_args
 
 
 def test_join_strategy_parameter_offers_every_strategy(dag_bag):
@@ -52,12 +52,13 @@ def test_join_strategy_parameter_offers_every_strategy(dag_bag):
     assert param.schema["enum"] == list(JOIN_STRATEGIES)
 
 
-def test_data_interval_is_the_cron_interval(dag_bag):
-    from datetime import datetime, timezone
+def test_runs_cover_cron_data_intervals(dag_bag):
+    """A run's data interval is the cron interval it closes (not a point in time)."""
+    from airflow.sdk import CronDataIntervalTimetable
 
     timetable = dag_bag.dags["etl_load"].timetable
-    interval = timetable.infer_manual_data_interval(run_after=datetime(2026, 11, 22, 3, 10, tzinfo=timezone.utc))
-    assert (interval.start.hour, interval.end.hour) == (2, 3)
+    assert isinstance(timetable, CronDataIntervalTimetable)
+    assert timetable.expression == "0 * * * *"  # @hourly
 
 
 def test_parsing_imports_no_spark_or_gx():

@@ -61,6 +61,10 @@ class EtlConfig:
     memory_budget: int = 40 << 20  # join memory in bytes
     wait_buffer_tuples: int = 65536  # capacity of the wait buffer, in tuples
     key_domain: int = 1_000_000  # width of the numeric natural-key domain the slot array covers
+    # Granularity marks (H_mark/L_mark), in backlog tuples: the thesis's 100 and 2 blocks of 4 KB
+    # holding 64-byte stream tuples.
+    h_mark: int = 6400
+    l_mark: int = 128
 
     extra: Mapping[str, str] = field(default_factory=dict)  # free-form, for site-specific settings
 
@@ -133,6 +137,7 @@ def _validate(cfg: EtlConfig) -> None:
     need(0 < cfg.alpha <= 1, "alpha", "must be in (0, 1]")
     need(0 < cfg.r_wb <= 1, "r_wb", "must be in (0, 1]")
     need(cfg.rho >= 0, "rho", "must be >= 0")
+    need(0 <= cfg.l_mark <= cfg.h_mark, "l_mark", "must be between 0 and h_mark")
     need(0 <= cfg.max_rejected_fraction <= 1, "max_rejected_fraction", "must be in [0, 1]")
 
 

@@ -1,0 +1,213 @@
+"""The partition-based hybrid join's decisions (papers/004 §6.3, Algorithms 8 and 9), as pure Python.
+
+No Spark here: the mechanism (``etl/strategies``) tells the policy what arrived and what a probe
+read, and the policy answers which segments are resident, which to probe and which to admit or
+evict. The same object drives the simulator, and every rule is unit-tested in milliseconds.
+
+Decisions where the thesis is open (DESIGN.md §4):
+
+- both probe triggers apply: a segment whose pending count reaches ``n_invoke`` is probed, and a
+  full wait buffer is relieved by probing the largest pending segments until at least ``r_wb`` of
+  its capacity is free (Algorithm 8, lines 27-31);
+- a probed segment is admitted without eviction while join memory has room for it; otherwise it
+  replaces the resident segment with the lowest ``C_m/|P_m|`` if rules (6.1) and (6.2) hold for it;
+- epochs count tuples (``tau`` tuples per epoch); a tuple of the current epoch weighs 1, of the
+  previous ``alpha``, and so on: ``C_k = c_k + C'_k`` with ``C'_k = alpha (c_{e} + C'_{e-1})``
+  at each epoch's end, the recurrence of §6.3.3.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+
+@dataclass
+class ArrivalFrequency:
+    """Decayed arrival frequency ``C_k`` per segment over tuple-counted epochs."""
+
+    alpha: float
+    tau: int
+    epoch: int = 0
+    closed: dict[int, float] = field(default_factory=dict)  # C'_k: decayed total of closed epochs
+    current: dict[int, int] = field(default_factory=dict)  # c_k: arrivals in the current epoch
+    seen: int = 0  # tuples observed so far
+
+    def _close_epochs(self, upto: int) -> None:
+        while self.epoch < upto:
+            keys = set(self.closed) | set(self.current)
+            self.closed = {k: self.alpha * (self.current.get(k, 0) + self.closed.get(k, 0.0)) for k in keys}
+            self.closed = {k: v for k, v in self.closed.items() if v > 1e-9}
+            self.current = {}
+            self.epoch += 1
+
+    def observe(self, segments: Iterable[int]) -> None:
+        """Tuples in arrival order, one segment id each."""
+        for seg in segments:
+            self._close_epochs(self.seen // self.tau)
+            self.current[seg] = self.current.get(seg, 0) + 1
+            self.seen += 1
+
+    def observe_counts(self, counts_by_epoch: Mapping[int, Mapping[int, int]]) -> None:
+        """The same, from per-epoch counts (epoch = global tuple index // tau), as Spark can give them."""
+        for epoch in sorted(counts_by_epoch):
+            self._close_epochs(epoch)
+            for seg, n in counts_by_epoch[epoch].items():
+                self.current[seg] = self.current.get(seg, 0) + n
+                self.seen += n
+        self._close_epochs(self.seen // self.tau)
+
+    def value(self, segment: int) -> float:
+        return self.current.get(segment, 0) + self.closed.get(segment, 0.0)
+
+
+@dataclass(frozen=True)
+class Eviction:
+    admitted: int
+    evicted: tuple[int, ...]
+
+
+class PartitionPolicy:
+    """Resident set, wait-buffer bookkeeping and the probe/admit/evict rules."""
+
+    def __init__(
+        self,
+        n_invoke: int,
+        r_wb: float,
+        alpha: float,
+        tau: int,
+        rho: float,
+        memory_budget: int,
+        wait_buffer_tuples: int,
+    ) -> None:
+        if not (n_invoke > 0 and 0 < r_wb <= 1 and 0 < alpha <= 1 and tau > 0 and rho >= 0):
+            raise ValueError("need n_invoke > 0, 0 < r_wb <= 1, 0 < alpha <= 1, tau > 0, rho >= 0")
+        if memory_budget < 0 or wait_buffer_tuples <= 0:
+            raise ValueError("need memory_budget >= 0 and wait_buffer_tuples > 0")
+        self.n_invoke = n_invoke
+        self.r_wb = r_wb
+        self.rho = rho
+        self.memory_budget = memory_budget
+        self.capacity = wait_buffer_tuples
+        self.freq = ArrivalFrequency(alpha, tau)
+        self.resident: dict[int, int] = {}  # segment -> bytes held in join memory
+        self.pending: dict[int, int] = {}  # segment -> tuples waiting in the wait buffer
+
+    @classmethod
+    def from_config(cls, cfg) -> "PartitionPolicy":
+        return cls(cfg.n_invoke, cfg.r_wb, cfg.alpha, cfg.tau, cfg.rho, cfg.memory_budget, cfg.wait_buffer_tuples)
+
+    # ------------------------------------------------------------------ state
+
+    @property
+    def resident_bytes(self) -> int:
+        return sum(self.resident.values())
+
+    @property
+    def memory_free(self) -> int:
+        return self.memory_budget - self.resident_bytes
+
+    @property
+    def waiting(self) -> int:
+        return sum(self.pending.values())
+
+    def is_resident(self, segment: int) -> bool:
+        return segment in self.resident
+
+    # ------------------------------------------------------------------ Algorithm 8
+
+    def route(self, counts: Mapping[int, int]) -> tuple[set[int], set[int]]:
+        """A micro-batch's tuples per segment -> (segments joined in memory now, segments that wait).
+
+        Waiting tuples are added to the wait buffer's counts. Arrival frequencies are updated by
+        the caller through ``freq`` (it knows the arrival order), or here in segment order.
+        """
+        joined, waiting = set(), set()
+        for seg, n in counts.items():
+            if n <= 0:
+                continue
+            if seg in self.resident:
+                joined.add(seg)
+            else:
+                waiting.add(seg)
+                self.pending[seg] = self.pending.get(seg, 0) + n
+        return joined, waiting
+
+    def probes_due(self) -> list[int]:
+        """Segments to probe now, in order: every segment at ``n_invoke`` (largest first), then,
+        if the wait buffer is full, the largest pending segments until ``r_wb`` of it is free."""
+        chosen = sorted((s for s, n in self.pending.items() if n >= self.n_invoke), key=lambda s: (-self.pending[s], s))
+        left = self.waiting - sum(self.pending[s] for s in chosen)
+        if self.waiting >= self.capacity:
+            target_free = self.r_wb * self.capacity
+            for seg in sorted(self.pending, key=lambda s: (-self.pending[s], s)):
+                if self.capacity - left >= target_free:
+                    break
+                if seg not in chosen:
+                    chosen.append(seg)
+                    left -= self.pending[seg]
+        return chosen
+
+    def drain(self) -> list[int]:
+        """``flush()``: every segment with pending tuples, largest first."""
+        return sorted((s for s, n in self.pending.items() if n > 0), key=lambda s: (-self.pending[s], s))
+
+    # ------------------------------------------------------------------ Algorithm 9
+
+    def probed(self, segment: int, size_bytes: int) -> Eviction | None:
+        """A probe read ``segment`` (``size_bytes``) and joined its pending tuples: free them, then
+        admit the segment if memory allows, evicting one victim by rules (6.1) and (6.2)."""
+        self.pending.pop(segment, None)
+        if segment in self.resident:
+            self.resident[segment] = size_bytes
+            return None
+        if size_bytes > self.memory_budget:
+            return None
+        if size_bytes <= self.memory_free:
+            self.resident[segment] = size_bytes
+            return Eviction(segment, ())
+        victim = self.victim(segment, size_bytes)
+        if victim is None:
+            return None
+        del self.resident[victim]
+        self.resident[segment] = size_bytes
+        return Eviction(segment, (victim,))
+
+    def victim(self, segment: int, size_bytes: int) -> int | None:
+        """The resident segment ``m`` with the lowest ``C_m/|P_m|`` for which (6.1) and (6.2) hold."""
+        c_i = self.freq.value(segment)
+        candidates = []
+        for m, size_m in self.resident.items():
+            c_m = self.freq.value(m)
+            rule_61 = c_i >= (size_bytes / max(size_m, 1)) * (1 + self.rho) * c_m
+            rule_62 = self.memory_free + size_m >= size_bytes
+            if rule_61 and rule_62:
+                candidates.append((c_m / max(size_m, 1), m))
+        return min(candidates)[1] if candidates else None
+
+    def forget(self, segment: int) -> None:
+        """Drop a segment from memory (e.g. it was split or merged by maintenance)."""
+        self.resident.pop(segment, None)
+
+
+class Granularity:
+    """Tuple/block granularity (§6.3.4, Algorithm 8 lines 33-38) realised as micro-batch sizing.
+
+    In ``tuple`` mode a micro-batch spans ``base_seconds`` of arrivals (low delay); once the
+    backlog exceeds ``h_mark`` tuples the mode becomes ``block`` and batches span
+    ``block_factor`` times as long, so each Spark job and Delta commit is shared by more tuples;
+    below ``l_mark`` it returns to ``tuple``. Between the marks the mode stays (hysteresis).
+    """
+
+    def __init__(self, base_seconds: int, l_mark: int, h_mark: int, block_factor: int = 4) -> None:
+        if not (base_seconds > 0 and 0 <= l_mark <= h_mark and block_factor >= 1):
+            raise ValueError("need base_seconds > 0, 0 <= l_mark <= h_mark, block_factor >= 1")
+        self.base_seconds, self.l_mark, self.h_mark, self.block_factor = base_seconds, l_mark, h_mark, block_factor
+        self.mode = "tuple"
+
+    def next_batch_seconds(self, backlog_tuples: int) -> int:
+        if self.mode == "tuple" and backlog_tuples > self.h_mark:
+            self.mode = "block"
+        elif self.mode == "block" and backlog_tuples < self.l_mark:
+            self.mode = "tuple"
+        return self.base_seconds * (self.block_factor if self.mode == "block" else 1)

@@ -1,0 +1,28 @@
+"""CLI errors that must come before any Spark session or write."""
+
+from etl.cli import EXIT_CONFIG, main
+
+
+def test_unknown_setting_and_bad_value_exit_2(capsys, tmp_path):
+    assert main(["report", "--start", "2026-11-22T01:00", "--end", "2026-11-22T02:00", "--set", "nope=1"]) == EXIT_CONFIG
+    assert "nope" in capsys.readouterr().err
+    assert main(["init", "--set", "memory_budget=-1"]) == EXIT_CONFIG
+    assert "memory_budget" in capsys.readouterr().err
+
+
+def test_interval_must_be_whole_minutes(capsys):
+    assert main(["load", "--start", "2026-11-22T01:00:30", "--end", "2026-11-22T02:00"]) == EXIT_CONFIG
+    assert "whole minute" in capsys.readouterr().err
+
+
+def test_generate_writes_files_and_refuses_to_overwrite(capsys, tmp_path):
+    args = ["generate", "--landing-root", str(tmp_path), "--start", "2026-11-22T01:00", "--duration", "60", "--rate", "5"]
+    assert main(args) == 0
+    assert list(tmp_path.rglob("*.jsonl"))
+    assert main(args) == EXIT_CONFIG
+    assert "refusing to overwrite" in capsys.readouterr().err
+
+
+def test_report_of_an_unknown_run_says_not_run(capsys, tmp_path):
+    assert main(["report", "--start", "2026-11-22T01:00", "--end", "2026-11-22T02:00", "--set", f"runs_root={tmp_path}"]) == 0
+    assert "not run" in capsys.readouterr().out

@@ -71,3 +71,9 @@ def test_parsing_imports_no_spark_or_gx():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_parse_time_is_bounded(dag_bag):
+    """The scheduler parses DAG files continuously: keep it well under a second."""
+    stats = {s.file: s.duration.total_seconds() for s in dag_bag.dagbag_stats}
+    assert stats["etl_load.py"] < 2.0, stats

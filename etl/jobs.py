@@ -51,8 +51,8 @@ def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
     from etl.ingest import list_landed_files, read_landed_lines, to_ingested, to_rejected, validate_lines
     from etl.tables import ensure_tables, replace_partition
 
+    landed = list_landed_files(cfg.landing_path, interval)  # fails on a bad landing zone before any write
     ensure_tables(spark, cfg)
-    landed = list_landed_files(cfg.landing_path, interval)
     for path in landed.ignored:
         log.warning("ignoring %s: not a landing file (expected updates-YYYYMMDDTHHMM.jsonl)", path)
     checked = validate_lines(read_landed_lines(spark, cfg, interval, landed.files), cfg).cache()

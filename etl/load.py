@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from etl.config import EtlConfig
 from etl.ingest import Interval
 from etl.segments import load_layout, segment_column
-from etl.strategies import get_strategy
+from etl.strategies import JoinStats, get_strategy
 from etl.tables import append_once, conform, ensure_tables, read
 
 log = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ class Loader:
         results = []
         for row in pending:
             log.warning("recovering batch %s (run %s, batch %s) from outcome_log", row.batch_seq, row.run_key, row.batch_index)
-            result = self._apply(row.run_key, row.batch_index, row.batch_seq, time.time(), None)
+            result = self._apply(row.run_key, row.batch_index, row.batch_seq, time.time(), None, JoinStats())
             result.recovered = True
             results.append(result)
         return results
@@ -174,16 +174,17 @@ class Loader:
             F.lit(batch_seq).cast("long").alias("batch_seq"),
         )
         append_once(decided.withColumn("batch_index", F.lit(batch_index)), self.cfg, "outcome_log", batch_seq)
-        return self._apply(run_key, batch_index, batch_seq, started, next_key)
+        return self._apply(run_key, batch_index, batch_seq, started, next_key, self.strategy.stats())
 
-    def _apply(self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int | None) -> BatchResult:
+    def _apply(
+        self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int | None, stats: JoinStats
+    ) -> BatchResult:
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
         from etl.transforms import current_state_rows, key_map_changes
 
         cfg = self.cfg
-        stats = self.strategy.stats()
         outcomes = (
             read(self.spark, cfg, "outcome_log")
             .where(f"run_key = '{run_key}' AND batch_seq = {batch_seq}")

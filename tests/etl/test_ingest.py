@@ -96,9 +96,10 @@ def test_rejection_ceiling_fails_the_run_after_quarantining(spark, cfg):
     assert read(spark, cfg, "rejected_updates").count() == 2
 
 
-def test_missing_landing_zone_is_a_clear_error(cfg):
+def test_missing_landing_zone_fails_before_any_write(spark, cfg):
     with pytest.raises(LandingError, match="landing_root"):
-        list_landed_files(cfg.landing_path, INTERVAL)
+        jobs.ingest(spark, cfg, INTERVAL)
+    assert not cfg.warehouse_path.exists()
 
 
 def test_interval_must_be_whole_minutes():

@@ -6,7 +6,8 @@
 
 Settings come from ``--config FILE`` (or ``$ETL_CONFIG``), ``ETL_*`` variables and the flags
 below, in that order of precedence (flags win). Exit codes: 0 ok, 2 bad configuration or input,
-3 quality gate failed, 4 rejection ceiling exceeded, 1 anything else.
+3 quality gate failed, 4 rejection ceiling exceeded, 5 another load holds the warehouse
+(retry later), 1 anything else.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from datetime import datetime, timezone
 
 from etl.config import JOIN_STRATEGIES, ConfigError, EtlConfig, load_config
 
-EXIT_CONFIG, EXIT_VALIDATION, EXIT_REJECTIONS = 2, 3, 4
+EXIT_CONFIG, EXIT_VALIDATION, EXIT_REJECTIONS, EXIT_LOCKED = 2, 3, 4, 5
 
 
 def _progress(message: str) -> None:
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     from etl.ingest import LandingError
+    from etl.lock import WarehouseLocked
     from etl.spark import build_spark_session
 
     spark = build_spark_session(cfg, app_name=f"etl-{args.command}")
@@ -146,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, LandingError) as exc:
         print(f"etl: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except WarehouseLocked as exc:
+        print(f"etl: error: {exc}", file=sys.stderr)
+        return EXIT_LOCKED
     except jobs.ValidationFailed as exc:
         print(f"etl: {exc}", file=sys.stderr)
         return EXIT_VALIDATION

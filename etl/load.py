@@ -141,7 +141,14 @@ class Loader:
         return results
 
     def load(self, interval: Interval, progress=None) -> LoadResult:
-        """Load the run's ingested updates; batches already in the ledger are skipped (idempotent)."""
+        """Load the run's ingested updates; batches already in the ledger are skipped (idempotent).
+        Fails at once with ``WarehouseLocked`` while another load holds the warehouse."""
+        from etl.lock import LoadLock
+
+        with LoadLock(self.cfg.warehouse_path, f"load of {interval.run_key}"):
+            return self._load(interval, progress)
+
+    def _load(self, interval: Interval, progress=None) -> LoadResult:
         result = LoadResult(interval.run_key, self.strategy.name)
         result.recovered_batches = len(self.recover())
         self.check_no_overlap(interval)

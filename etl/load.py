@@ -29,6 +29,7 @@ from etl.tables import append_once, conform, ensure_tables, read
 
 log = logging.getLogger(__name__)
 OUTCOME_COUNTS = ("matched", "new", "duplicate", "stale")
+FLUSH_STEP = -1  # batch_index of the release made by flush() at the end of a run
 
 
 @dataclass
@@ -88,9 +89,10 @@ class Loader:
         self.spark = spark
         self.cfg = cfg
         ensure_tables(spark, cfg)
-        self.layout = load_layout(cfg)
+        name = strategy_name or cfg.join_strategy
+        self.layout = load_layout(cfg, "hash" if name == "partitioned-hash" else "range")
         self.segment_of = segment_column(self.layout)
-        self.strategy = get_strategy(strategy_name or cfg.join_strategy, spark, cfg, self.layout)
+        self.strategy = get_strategy(name, spark, cfg, self.layout)
 
     # ------------------------------------------------------------------ state of the ledger
 
@@ -157,6 +159,10 @@ class Loader:
         done = self._done_batches(interval.run_key)
         result.skipped_batches = len([i for i in indexes if i in done])
         todo = [i for i in indexes if i not in done]
+        if FLUSH_STEP in done:
+            return result
+        ledger_rows = [r.asDict() for r in self._ledger().where(f"run_key = '{interval.run_key}'").collect()]
+        self.strategy.begin(interval.run_key, ingested, sorted(done), ledger_rows)
         for n, index in enumerate(todo, 1):
             started = time.time()
             batch = ingested.where(f"batch_index = {index}").drop("run_key", "batch_index")
@@ -165,7 +171,8 @@ class Loader:
             if progress:
                 progress(f"batch {n}/{len(todo)} (index {index}) committed")
         for joined in self.strategy.flush():
-            result.batches.append(self._commit(interval.run_key, todo[-1] if todo else 0, joined, time.time()))
+            result.batches.append(self._commit(interval.run_key, FLUSH_STEP, joined, time.time()))
+        self.strategy.end()
         return result
 
     def _commit(self, run_key: str, batch_index: int, joined, started: float) -> BatchResult:
@@ -175,6 +182,8 @@ class Loader:
 
         last_seq, next_key = self._ledger_state()
         batch_seq = last_seq + 1
+        if joined is None:  # the strategy released nothing at this step: record the step only
+            return self._record(run_key, batch_index, batch_seq, started, next_key, self.strategy.stats())
         decided = resolve(joined, next_key).select(
             "*",
             F.lit(run_key).alias("run_key"),
@@ -295,6 +304,28 @@ class Loader:
         return BatchResult(
             run_key, batch_index, batch_seq, int(agg["n"]), counts, counts["new"], delay_avg, delay_p99, committed - started
         )
+
+    def _record(self, run_key, batch_index, batch_seq, started, next_key, stats: JoinStats) -> BatchResult:
+        """Metrics and ledger rows of a step that released nothing."""
+        now = time.time()
+        zeros = {k: 0 for k in OUTCOME_COUNTS}
+        metrics = {
+            "run_key": run_key, "batch_seq": batch_seq, "batch_index": batch_index, "strategy": self.strategy.name,
+            "updates_in": 0, **zeros, "keys_allocated": 0, "keymap_bytes_read": stats.keymap_bytes_read,
+            "segments_probed": stats.segments_probed, "segments_admitted": stats.segments_admitted,
+            "segments_evicted": stats.segments_evicted, "resident_bytes": stats.resident_bytes,
+            "wait_buffer_tuples": stats.wait_buffer_tuples, "delay_avg_s": None, "delay_p99_s": None,
+            "batch_started_at": datetime.fromtimestamp(started, tz=timezone.utc),
+            "committed_at": datetime.fromtimestamp(now, tz=timezone.utc), "duration_s": now - started,
+        }
+        self._append_row(metrics, "join_metrics", batch_seq)
+        self._append_row(
+            {"run_key": run_key, "batch_index": batch_index, "batch_seq": batch_seq, "strategy": self.strategy.name,
+             "updates_in": 0, "keys_allocated": 0, "next_surrogate_key": next_key, "committed_at": metrics["committed_at"]},
+            "batch_ledger",
+            batch_seq,
+        )
+        return BatchResult(run_key, batch_index, batch_seq, 0, zeros, 0, None, None, now - started)
 
     def _append_row(self, row: dict, table: str, batch_seq: int) -> None:
         from warehouse.schemas import TABLES

@@ -185,6 +185,19 @@ class PartitionPolicy:
                 candidates.append((c_m / max(size_m, 1), m))
         return min(candidates)[1] if candidates else None
 
+    def resize(self, segment: int, size_bytes: int) -> list[int]:
+        """A resident segment grew (keys inserted); if memory is now over budget, evict resident
+        segments by lowest ``C_m/|P_m|`` until it fits. Returns the evicted segments."""
+        if segment not in self.resident:
+            return []
+        self.resident[segment] = size_bytes
+        evicted = []
+        while self.resident_bytes > self.memory_budget and self.resident:
+            victim = min(self.resident, key=lambda m: (self.freq.value(m) / max(self.resident[m], 1), m))
+            del self.resident[victim]
+            evicted.append(victim)
+        return evicted
+
     def forget(self, segment: int) -> None:
         """Drop a segment from memory (e.g. it was split or merged by maintenance)."""
         self.resident.pop(segment, None)

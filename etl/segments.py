@@ -62,21 +62,40 @@ class SlotArray:
     def segment_of(self, natural_key: str) -> int:
         return self.segment_of_position(self.position(natural_key))
 
+    kind = "range"
+
     def to_json(self) -> str:
         return json.dumps({"kind": "range", **asdict(self), "slots": list(self.slots)}, indent=1)
 
-    @classmethod
-    def from_json(cls, text: str) -> "SlotArray":
-        data = json.loads(text)
-        return cls(int(data["key_domain"]), tuple(int(s) for s in data["slots"]))
+
+@dataclass(frozen=True)
+class HashLayout:
+    """Hash partitioning into ``n_part`` segments (papers/004 §6.3.2): spreads hot key ranges."""
+
+    n_part: int
+    kind = "hash"
+
+    @property
+    def segments(self) -> list[int]:
+        return list(range(self.n_part))
+
+    def to_json(self) -> str:
+        return json.dumps({"kind": "hash", "n_part": self.n_part})
 
 
-def load_layout(cfg: EtlConfig) -> SlotArray:
-    """The warehouse's layout; created from the configuration the first time."""
+def layout_from_json(text: str):
+    data = json.loads(text)
+    if data.get("kind", "range") == "hash":
+        return HashLayout(int(data["n_part"]))
+    return SlotArray(int(data["key_domain"]), tuple(int(s) for s in data["slots"]))
+
+
+def load_layout(cfg: EtlConfig, kind: str = "range"):
+    """The warehouse's layout; created from the configuration (of ``kind``) the first time."""
     path = Path(cfg.warehouse_path) / LAYOUT_FILE
     if path.exists():
-        return SlotArray.from_json(path.read_text())
-    layout = SlotArray.even(cfg.key_domain, cfg.n_part)
+        return layout_from_json(path.read_text())
+    layout = HashLayout(cfg.n_part) if kind == "hash" else SlotArray.even(cfg.key_domain, cfg.n_part)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(layout.to_json())
@@ -84,9 +103,12 @@ def load_layout(cfg: EtlConfig) -> SlotArray:
     return layout
 
 
-def segment_column(layout: SlotArray):
+def segment_column(layout):
     """A function (source_id col, natural_key col) -> Spark column of the key's segment id."""
     from pyspark.sql import functions as F
+
+    if isinstance(layout, HashLayout):
+        return lambda source_id, natural_key: F.pmod(F.xxhash64(natural_key), F.lit(layout.n_part)).cast("int")
 
     def segment_of(source_id, natural_key):
         position = F.when(natural_key.rlike(NUMERIC_KEY.pattern), natural_key.cast("long")).otherwise(

@@ -13,9 +13,17 @@ def get_strategy(name: str, spark, cfg, layout) -> JoinStrategy:
         from etl.strategies.native import NativeJoin
 
         return NativeJoin(spark, cfg, layout)
-    raise ConfigError(
-        f"setting 'join_strategy' = {name!r}: not available in this version yet; use 'native'"
-    )
+    if name in ("partitioned-range", "partitioned-hash"):
+        from etl.strategies.partitioned import PartitionedJoin
+
+        variant = name.split("-", 1)[1]
+        if layout.kind != variant:
+            raise ConfigError(
+                f"setting 'join_strategy' = {name!r}: this warehouse's key_map is laid out by {layout.kind}, "
+                f"{name} needs a {variant} layout; use a new warehouse_root (relayout is not available yet)"
+            )
+        return PartitionedJoin(spark, cfg, layout, variant)
+    raise ConfigError(f"setting 'join_strategy' = {name!r}: not available in this version yet")
 
 
 __all__ = ["JoinStats", "JoinStrategy", "get_strategy"]

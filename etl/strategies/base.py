@@ -53,9 +53,16 @@ class JoinStrategy(ABC):
             key_map["last_source_seq"].alias("km_last_source_seq"),
         )
 
+    def begin(self, run_key: str, ingested, done_steps: list[int], ledger_rows: list) -> None:
+        """A run starts (or restarts after a crash, with ``done_steps`` already committed)."""
+
+    def end(self) -> None:
+        """The run has been flushed and committed."""
+
     @abstractmethod
     def submit(self, batch, batch_index: int) -> list:
-        """Take one micro-batch; return the joined DataFrames ready to commit now (maybe none)."""
+        """Take one micro-batch; return the joined DataFrames ready to commit now. ``None`` in the
+        list means "this step released nothing" (the loader still records the step as done)."""
 
     def flush(self) -> list:
         """Release everything still pending."""

@@ -145,3 +145,13 @@ def test_granularity_switches_with_hysteresis():
     assert g.next_batch_seconds(101) == 40  # above h_mark: block mode
     assert g.next_batch_seconds(50) == 40  # between the marks: stays block
     assert g.next_batch_seconds(1) == 10  # below l_mark: back to tuple
+
+
+def test_a_resident_segment_that_grows_past_the_budget_evicts_the_coldest():
+    p = policy(memory_budget=1000, tau=1000)
+    p.resident = {1: 400, 2: 400}
+    p.freq.observe([1] * 5 + [2] * 50)
+    assert p.resize(2, 500) == []  # 900 <= 1000
+    assert p.resize(2, 700) == [1]  # 1100 > 1000: segment 1 is colder per byte
+    assert p.resident == {2: 700}
+    assert p.resize(3, 10) == []  # not resident: nothing to do

@@ -1,5 +1,5 @@
 from etl.config import EtlConfig
-from etl.segments import SlotArray, load_layout
+from etl.segments import HashLayout, SlotArray, load_layout
 
 
 def test_slot_array_maps_ranges_in_order():
@@ -13,3 +13,9 @@ def test_layout_is_persisted_and_not_changed_by_later_config(tmp_path):
     first = load_layout(cfg)
     again = load_layout(cfg.replace(n_part=16, key_domain=10))
     assert again == first
+
+
+def test_hash_layout_is_chosen_at_creation_and_kept(tmp_path):
+    cfg = EtlConfig(warehouse_root=str(tmp_path), n_part=5)
+    assert load_layout(cfg, "hash") == HashLayout(5)
+    assert load_layout(cfg, "range") == HashLayout(5)  # an existing layout is never changed silently

@@ -1,0 +1,284 @@
+"""``partitioned-range`` / ``partitioned-hash``: the partition-based hybrid join (papers/004 §6.3).
+
+Mechanism only; every decision is ``etl.policy.PartitionPolicy``'s. One step per micro-batch:
+
+1. the batch's tuples get their segment (Spark), per-epoch segment counts are collected (small)
+   and fed to the policy, which routes each segment: resident (join now) or waiting;
+2. waiting tuples are appended to the durable ``wait_buffer`` table (txnVersion = batch index,
+   so a replayed step appends nothing twice);
+3. the policy names the segments to probe; ONE release is built: the batch's resident tuples
+   joined with the in-memory copy, plus every pending tuple of the probed segments joined with a
+   partition-pruned read of those segments of ``key_map``; a probed segment may then be admitted
+   and another evicted.
+
+A key's tuples are therefore released in arrival order, which is all the loader needs for
+exactness. The resident copy is updated from each commit (``keys_committed``), never re-read.
+After a crash, ``begin`` replays the policy over the steps already in the ledger (counts from
+``ingested_updates``, segment growth from ``outcome_log``, sizes at run start from a snapshot), so
+the rest of the run releases exactly what an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from etl.policy import PartitionPolicy
+from etl.segments import segment_column
+from etl.strategies.base import JoinStats, JoinStrategy
+
+KEY = ["source_id", "natural_key"]
+UPDATE_COLUMNS = [
+    "update_id", "source_id", "natural_key", "op", "name", "email", "city", "balance",
+    "source_seq", "event_ts", "arrival_ts", "row_hash",
+]
+KM = ["km_surrogate_key", "km_row_hash", "km_last_source_seq"]
+
+
+class PartitionedJoin(JoinStrategy):
+    def __init__(self, spark, cfg, layout, variant: str) -> None:
+        super().__init__(spark, cfg, layout)
+        self.name = f"partitioned-{variant}"
+        self.policy = PartitionPolicy.from_config(cfg)
+        self.segment_of = segment_column(layout)
+        self.sizes: dict[int, int] = {}  # segment -> tuples in key_map
+        self.row_bytes = 1.0
+        self.last_probe_step: dict[int, int] = {}
+        self.resident_df = None
+        self.run_key = None
+        self._stats = JoinStats()
+        self._pending_bytes_read = 0
+
+    # ------------------------------------------------------------------ helpers
+
+    def _wait_buffer_path(self) -> str:
+        return self.cfg.table_path("wait_buffer")
+
+    def _bytes(self, segment: int) -> int:
+        return int(self.sizes.get(segment, 0) * self.row_bytes)
+
+    def _with_segment(self, df):
+        from pyspark.sql import functions as F
+
+        return df.withColumn("segment_id", self.segment_of(F.col("source_id"), F.col("natural_key")))
+
+    def _epoch_counts(self, df, offset: int) -> dict[int, dict[int, int]]:
+        """Per-epoch segment counts of ``df`` in arrival order, epochs numbered from ``offset`` tuples."""
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+
+        ranked = df.select(
+            "segment_id", (F.row_number().over(Window.orderBy("arrival_ts", "update_id")) - 1 + offset).alias("_i")
+        )
+        rows = ranked.groupBy((F.col("_i") / self.cfg.tau).cast("long").alias("epoch"), "segment_id").count().collect()
+        out: dict[int, dict[int, int]] = {}
+        for r in rows:
+            out.setdefault(int(r["epoch"]), {})[int(r["segment_id"])] = int(r["count"])
+        return out
+
+    def _snapshot_path(self) -> Path:
+        return self.cfg.warehouse_path / "_meta" / "runs" / f"{self.run_key}.{self.name}.json"
+
+    # ------------------------------------------------------------------ run start / restart
+
+    def begin(self, run_key: str, ingested, done_steps: list[int], ledger_rows: list) -> None:
+        from pyspark.sql import functions as F
+
+        from etl.tables import read, table_bytes
+
+        self.run_key = run_key
+        self._ensure_wait_buffer()
+        snap = self._snapshot_path()
+        if snap.exists():
+            data = json.loads(snap.read_text())
+        else:
+            counts = self.key_map().groupBy("segment_id").count().collect()
+            total_rows = sum(int(r["count"]) for r in counts)
+            data = {
+                "sizes": {str(r["segment_id"]): int(r["count"]) for r in counts},
+                "row_bytes": (table_bytes(self.spark, self.cfg, "key_map") / total_rows) if total_rows else 128.0,
+                "bytes_read_at_start": table_bytes(self.spark, self.cfg, "key_map"),
+            }
+            snap.parent.mkdir(parents=True, exist_ok=True)
+            snap.write_text(json.dumps(data))
+            self._pending_bytes_read += int(data["bytes_read_at_start"])
+        self.sizes = {int(k): v for k, v in data["sizes"].items()}
+        self.row_bytes = float(data["row_bytes"]) or 128.0
+
+        steps = sorted(i for i in done_steps if i >= 0)
+        if steps:
+            seq_of = {int(r["batch_index"]): int(r["batch_seq"]) for r in ledger_rows}
+            rows = self._with_segment(ingested.where(F.col("batch_index").isin(steps)))
+            counts_by_step: dict[int, dict[int, dict[int, int]]] = {}
+            per_step = rows.groupBy("batch_index").count().collect()
+            n_of = {int(r["batch_index"]): int(r["count"]) for r in per_step}
+            offset = 0
+            for step in steps:
+                counts_by_step[step] = self._epoch_counts(rows.where(F.col("batch_index") == step), offset)
+                offset += n_of.get(step, 0)
+            new_keys = (
+                self._with_segment(read(self.spark, self.cfg, "outcome_log").where(f"run_key = '{run_key}' AND outcome = 'new'"))
+                .groupBy("batch_seq", "segment_id")
+                .count()
+                .collect()
+            )
+            grown: dict[int, dict[int, int]] = {}
+            for r in new_keys:
+                grown.setdefault(int(r["batch_seq"]), {})[int(r["segment_id"])] = int(r["count"])
+            for step in steps:
+                by_epoch = counts_by_step[step]
+                self.policy.freq.observe_counts(by_epoch)
+                totals: dict[int, int] = {}
+                for seg_counts in by_epoch.values():
+                    for seg, n in seg_counts.items():
+                        totals[seg] = totals.get(seg, 0) + n
+                self.policy.route(totals)
+                for seg in self.policy.probes_due():
+                    self.policy.probed(seg, self._bytes(seg))
+                    self.last_probe_step[seg] = step
+                self._grow(grown.get(seq_of.get(step, -1), {}))
+        if self.policy.resident:
+            resident = list(self.policy.resident)
+            self.resident_df = self.lookup_columns(self.key_map().where(F.col("segment_id").isin(resident))).withColumn(
+                "segment_id", self.segment_of(F.col("source_id"), F.col("natural_key"))
+            ).localCheckpoint(eager=True)
+            self._pending_bytes_read += sum(self._bytes(s) for s in resident)
+
+    def _ensure_wait_buffer(self) -> None:
+        from delta.tables import DeltaTable
+        from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+        from warehouse.schemas import INGESTED_UPDATES
+
+        if DeltaTable.isDeltaTable(self.spark, self._wait_buffer_path()):
+            return
+        schema = StructType([*INGESTED_UPDATES.fields, StructField("segment_id", IntegerType(), False)])
+        assert isinstance(schema.fields[0].dataType, StringType)
+        (
+            DeltaTable.createIfNotExists(self.spark)
+            .location(self._wait_buffer_path())
+            .addColumns(schema)
+            .partitionedBy("segment_id")
+            .execute()
+        )
+
+    # ------------------------------------------------------------------ one step
+
+    def submit(self, batch, batch_index: int) -> list:
+        from pyspark.sql import functions as F
+
+        b = self._with_segment(batch).localCheckpoint(eager=True)
+        by_epoch = self._epoch_counts(b, self.policy.freq.seen)
+        self.policy.freq.observe_counts(by_epoch)
+        totals: dict[int, int] = {}
+        for seg_counts in by_epoch.values():
+            for seg, n in seg_counts.items():
+                totals[seg] = totals.get(seg, 0) + n
+        joined_segs, waiting_segs = self.policy.route(totals)
+        if waiting_segs:
+            waiting = b.where(F.col("segment_id").isin(sorted(waiting_segs))).select(
+                F.lit(self.run_key).alias("run_key"), *UPDATE_COLUMNS, F.lit(batch_index).alias("batch_index"), "segment_id"
+            )
+            (
+                waiting.write.format("delta")
+                .mode("append")
+                .option("txnAppId", f"wait_buffer:{self.run_key}")
+                .option("txnVersion", batch_index)
+                .save(self._wait_buffer_path())
+            )
+        parts = []
+        if joined_segs:
+            mine = b.where(F.col("segment_id").isin(sorted(joined_segs))).select(*UPDATE_COLUMNS)
+            parts.append(mine.join(self.resident_df.drop("segment_id"), KEY, "left"))
+        release = self._probe(self.policy.probes_due(), batch_index, parts)
+        b.unpersist()
+        return [release]
+
+    def flush(self) -> list:
+        return [self._probe(self.policy.drain(), -1, [])]
+
+    def _probe(self, due: list[int], step: int, parts: list):
+        """Join the pending tuples of ``due`` with their segments; admit/evict; return the release."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        stats = JoinStats(keymap_bytes_read=self._pending_bytes_read)
+        self._pending_bytes_read = 0
+        if due:
+            segment_data = self.lookup_columns(self.key_map().where(F.col("segment_id").isin(due)))
+            wait = self.spark.read.format("delta").load(self._wait_buffer_path()).where(
+                (F.col("run_key") == self.run_key) & F.col("segment_id").isin(due)
+            )
+            cond = reduce(
+                lambda a, c: a | c,
+                [(F.col("segment_id") == s) & (F.col("batch_index") > self.last_probe_step.get(s, -(2**31))) for s in due],
+            )
+            pending = wait.where(cond).select(*UPDATE_COLUMNS)
+            parts.append(pending.join(segment_data, KEY, "left"))
+            stats.keymap_bytes_read += sum(self._bytes(s) for s in due)
+            admitted_rows = []
+            for seg in due:
+                decision = self.policy.probed(seg, self._bytes(seg))
+                self.last_probe_step[seg] = step if step >= 0 else 2**31 - 1
+                stats.segments_probed += 1
+                if decision is not None and decision.admitted == seg:
+                    stats.segments_admitted += 1
+                    stats.segments_evicted += len(decision.evicted)
+                    admitted_rows.append(seg)
+                    if decision.evicted and self.resident_df is not None:
+                        self.resident_df = self.resident_df.where(~F.col("segment_id").isin(list(decision.evicted)))
+            if admitted_rows:
+                fresh = self.lookup_columns(self.key_map().where(F.col("segment_id").isin(admitted_rows))).withColumn(
+                    "segment_id", self.segment_of(F.col("source_id"), F.col("natural_key"))
+                )
+                self.resident_df = fresh if self.resident_df is None else self.resident_df.unionByName(fresh)
+                self.resident_df = self.resident_df.localCheckpoint(eager=True)
+        stats.resident_bytes = self.policy.resident_bytes
+        stats.wait_buffer_tuples = self.policy.waiting
+        self._stats = stats
+        if not parts:
+            return None
+        return reduce(lambda a, c: a.unionByName(c), parts)
+
+    def _grow(self, new_keys: dict[int, int]) -> list[int]:
+        """Segments gained keys: update sizes and the policy's accounting; returns evicted segments."""
+        evicted = []
+        for seg in sorted(new_keys):
+            self.sizes[seg] = self.sizes.get(seg, 0) + new_keys[seg]
+            evicted += self.policy.resize(seg, self._bytes(seg))
+        return evicted
+
+    def keys_committed(self, km) -> None:
+        """Fold a commit's key_map changes into the resident copy and the segment sizes."""
+        from pyspark.sql import functions as F
+
+        grown = {int(r["segment_id"]): int(r["count"]) for r in km.where(F.col("is_new")).groupBy("segment_id").count().collect()}
+        evicted = self._grow(grown)
+        if evicted and self.resident_df is not None:
+            self.resident_df = self.resident_df.where(~F.col("segment_id").isin(evicted))
+            self._stats.segments_evicted += len(evicted)
+        if self.resident_df is None or not self.policy.resident:
+            return
+        resident = list(self.policy.resident)
+        changed = km.where(F.col("segment_id").isin(resident))
+        old = self.resident_df
+        updated = changed.join(old.drop("segment_id"), KEY, "left").select(
+            *KEY,
+            F.col("surrogate_key").alias("km_surrogate_key"),
+            F.coalesce(F.col("applied_row_hash"), F.col("km_row_hash")).alias("km_row_hash"),
+            F.greatest(F.col("km_last_source_seq"), F.col("max_source_seq")).alias("km_last_source_seq"),
+            "segment_id",
+        )
+        self.resident_df = (
+            old.join(changed.select(*KEY), KEY, "left_anti").unionByName(updated).localCheckpoint(eager=True)
+        )
+
+    def end(self) -> None:
+        """The run is flushed: its wait-buffer rows are garbage; drop them in one commit."""
+        from delta.tables import DeltaTable
+
+        DeltaTable.forPath(self.spark, self._wait_buffer_path()).delete(f"run_key = '{self.run_key}'")
+
+    def stats(self) -> JoinStats:
+        return self._stats

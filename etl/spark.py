@@ -81,6 +81,16 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    # Numbering a micro-batch's tuples in arrival order (new surrogate keys, epochs) is a global
+    # sort of one bounded batch by design; Spark warns about it on every batch. Planning happens
+    # on the driver, so quieting the driver's logger is enough.
+    try:
+        jvm = session.sparkContext._jvm
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            "org.apache.spark.sql.execution.window.WindowExec", jvm.org.apache.logging.log4j.Level.ERROR
+        )
+    except Exception:  # pragma: no cover - a different logging backend: keep the warning
+        pass
     return session
 
 

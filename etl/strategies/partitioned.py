@@ -92,16 +92,16 @@ class PartitionedJoin(JoinStrategy):
         if snap.exists():
             data = json.loads(snap.read_text())
         else:
+            # Rows per segment: only the partition column is selected, so Spark answers from the
+            # Parquet footers' row counts without reading key_map's data.
             counts = self.key_map().groupBy("segment_id").count().collect()
             total_rows = sum(int(r["count"]) for r in counts)
             data = {
                 "sizes": {str(r["segment_id"]): int(r["count"]) for r in counts},
                 "row_bytes": (table_bytes(self.spark, self.cfg, "key_map") / total_rows) if total_rows else 128.0,
-                "bytes_read_at_start": table_bytes(self.spark, self.cfg, "key_map"),
             }
             snap.parent.mkdir(parents=True, exist_ok=True)
             snap.write_text(json.dumps(data))
-            self._pending_bytes_read += int(data["bytes_read_at_start"])
         self.sizes = {int(k): v for k, v in data["sizes"].items()}
         self.row_bytes = float(data["row_bytes"]) or 128.0
 

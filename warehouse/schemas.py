@@ -56,6 +56,9 @@ INGESTED_UPDATES = StructType(
     [_s("run_key", StringType(), False), *_UPDATE_CORE, _s("batch_index", IntegerType(), False)]
 )
 
+# The partitioned join's wait buffer (papers/004 §6.3): pending updates by segment.
+WAIT_BUFFER = StructType([*INGESTED_UPDATES.fields, _s("segment_id", IntegerType(), False)])
+
 # The lookup relation R: one row per (source_id, natural_key). Partitioned by segment_id, so a
 # probe of one segment reads only that segment's files.
 KEY_MAP = StructType(
@@ -201,6 +204,7 @@ TABLES: dict[str, Table] = {
         Table("rejected_updates", REJECTED_UPDATES, ("run_key",)),
         Table("join_metrics", JOIN_METRICS),
         Table("batch_ledger", BATCH_LEDGER),
+        Table("wait_buffer", WAIT_BUFFER, ("segment_id",)),
     )
 }
 

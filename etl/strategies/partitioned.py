@@ -76,6 +76,15 @@ class PartitionedJoin(JoinStrategy):
             out.setdefault(int(r["epoch"]), {})[int(r["segment_id"])] = int(r["count"])
         return out
 
+    def _observe_and_route(self, by_epoch: dict[int, dict[int, int]]) -> tuple[set[int], set[int]]:
+        """Feed one step's per-epoch counts to C_k, then route its segments (live and in replay)."""
+        self.policy.freq.observe_counts(by_epoch)
+        totals: dict[int, int] = {}
+        for seg_counts in by_epoch.values():
+            for seg, n in seg_counts.items():
+                totals[seg] = totals.get(seg, 0) + n
+        return self.policy.route(totals)
+
     def _snapshot_path(self) -> Path:
         return self.cfg.warehouse_path / "_meta" / "runs" / f"{self.run_key}.{self.name}.json"
 
@@ -87,7 +96,6 @@ class PartitionedJoin(JoinStrategy):
         from etl.tables import read, table_bytes
 
         self.run_key = run_key
-        self._ensure_wait_buffer()
         snap = self._snapshot_path()
         if snap.exists():
             data = json.loads(snap.read_text())
@@ -126,13 +134,7 @@ class PartitionedJoin(JoinStrategy):
             for r in new_keys:
                 grown.setdefault(int(r["batch_seq"]), {})[int(r["segment_id"])] = int(r["count"])
             for step in steps:
-                by_epoch = counts_by_step[step]
-                self.policy.freq.observe_counts(by_epoch)
-                totals: dict[int, int] = {}
-                for seg_counts in by_epoch.values():
-                    for seg, n in seg_counts.items():
-                        totals[seg] = totals.get(seg, 0) + n
-                self.policy.route(totals)
+                self._observe_and_route(counts_by_step[step])
                 for seg in self.policy.probes_due():
                     self.policy.probed(seg, self._bytes(seg))
                     self.last_probe_step[seg] = step
@@ -144,37 +146,13 @@ class PartitionedJoin(JoinStrategy):
             ).localCheckpoint(eager=True)
             self._pending_bytes_read += sum(self._bytes(s) for s in resident)
 
-    def _ensure_wait_buffer(self) -> None:
-        from delta.tables import DeltaTable
-        from pyspark.sql.types import IntegerType, StringType, StructField, StructType
-
-        from warehouse.schemas import INGESTED_UPDATES
-
-        if DeltaTable.isDeltaTable(self.spark, self._wait_buffer_path()):
-            return
-        schema = StructType([*INGESTED_UPDATES.fields, StructField("segment_id", IntegerType(), False)])
-        assert isinstance(schema.fields[0].dataType, StringType)
-        (
-            DeltaTable.createIfNotExists(self.spark)
-            .location(self._wait_buffer_path())
-            .addColumns(schema)
-            .partitionedBy("segment_id")
-            .execute()
-        )
-
     # ------------------------------------------------------------------ one step
 
     def submit(self, batch, batch_index: int) -> list:
         from pyspark.sql import functions as F
 
         b = self._with_segment(batch).localCheckpoint(eager=True)
-        by_epoch = self._epoch_counts(b, self.policy.freq.seen)
-        self.policy.freq.observe_counts(by_epoch)
-        totals: dict[int, int] = {}
-        for seg_counts in by_epoch.values():
-            for seg, n in seg_counts.items():
-                totals[seg] = totals.get(seg, 0) + n
-        joined_segs, waiting_segs = self.policy.route(totals)
+        joined_segs, waiting_segs = self._observe_and_route(self._epoch_counts(b, self.policy.freq.seen))
         if waiting_segs:
             waiting = b.where(F.col("segment_id").isin(sorted(waiting_segs))).select(
                 F.lit(self.run_key).alias("run_key"), *UPDATE_COLUMNS, F.lit(batch_index).alias("batch_index"), "segment_id"

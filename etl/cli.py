@@ -16,7 +16,6 @@ import argparse
 import json
 import logging
 import sys
-from datetime import datetime, timezone
 
 from etl.config import JOIN_STRATEGIES, ConfigError, EtlConfig, load_config
 
@@ -190,10 +189,6 @@ def _generate(args: argparse.Namespace, cfg: EtlConfig) -> int:
         return EXIT_CONFIG
     print(json.dumps({"spec": spec_dict(spec), **result.summary(), "landing_root": str(cfg.landing_path)}, indent=2))
     return 0
-
-
-def now_utc() -> datetime:
-    return datetime.now(timezone.utc)
 
 
 if __name__ == "__main__":

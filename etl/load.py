@@ -267,65 +267,60 @@ class Loader:
             committed = time.time()
             delay_avg = committed - agg["avg_arrival_us"] / 1e6 if agg["avg_arrival_us"] is not None else None
             delay_p99 = committed - agg["p01_arrival_us"] / 1e6 if agg["p01_arrival_us"] is not None else None
-            metrics = {
-                "run_key": run_key,
-                "batch_seq": batch_seq,
-                "batch_index": batch_index,
-                "strategy": self.strategy.name,
-                "updates_in": int(agg["n"]),
-                **counts,
-                "keys_allocated": counts["new"],
-                "keymap_bytes_read": stats.keymap_bytes_read,
-                "segments_probed": stats.segments_probed,
-                "segments_admitted": stats.segments_admitted,
-                "segments_evicted": stats.segments_evicted,
-                "resident_bytes": stats.resident_bytes,
-                "wait_buffer_tuples": stats.wait_buffer_tuples,
-                "delay_avg_s": delay_avg,
-                "delay_p99_s": delay_p99,
-                "batch_started_at": datetime.fromtimestamp(started, tz=timezone.utc),
-                "committed_at": datetime.fromtimestamp(committed, tz=timezone.utc),
-                "duration_s": committed - started,
-            }
-            self._append_row(metrics, "join_metrics", batch_seq)
-            ledger = {
-                "run_key": run_key,
-                "batch_index": batch_index,
-                "batch_seq": batch_seq,
-                "strategy": self.strategy.name,
-                "updates_in": int(agg["n"]),
-                "keys_allocated": counts["new"],
-                "next_surrogate_key": next_key + counts["new"],
-                "committed_at": metrics["committed_at"],
-            }
-            self._append_row(ledger, "batch_ledger", batch_seq)
+            result = self._finish(
+                run_key, batch_index, batch_seq, started, committed, next_key, stats, int(agg["n"]), counts,
+                delay_avg, delay_p99,
+            )
         finally:
             outcomes.unpersist()
-        return BatchResult(
-            run_key, batch_index, batch_seq, int(agg["n"]), counts, counts["new"], delay_avg, delay_p99, committed - started
-        )
+        return result
 
     def _record(self, run_key, batch_index, batch_seq, started, next_key, stats: JoinStats) -> BatchResult:
-        """Metrics and ledger rows of a step that released nothing."""
-        now = time.time()
+        """A step that released nothing: its metrics and ledger rows only."""
         zeros = {k: 0 for k in OUTCOME_COUNTS}
+        return self._finish(run_key, batch_index, batch_seq, started, time.time(), next_key, stats, 0, zeros, None, None)
+
+    def _finish(
+        self, run_key, batch_index, batch_seq, started, committed, next_key, stats: JoinStats, n, counts,
+        delay_avg, delay_p99,
+    ) -> BatchResult:
+        """Append the step's join_metrics row, then its batch_ledger row (the step is done)."""
+        committed_at = datetime.fromtimestamp(committed, tz=timezone.utc)
         metrics = {
-            "run_key": run_key, "batch_seq": batch_seq, "batch_index": batch_index, "strategy": self.strategy.name,
-            "updates_in": 0, **zeros, "keys_allocated": 0, "keymap_bytes_read": stats.keymap_bytes_read,
-            "segments_probed": stats.segments_probed, "segments_admitted": stats.segments_admitted,
-            "segments_evicted": stats.segments_evicted, "resident_bytes": stats.resident_bytes,
-            "wait_buffer_tuples": stats.wait_buffer_tuples, "delay_avg_s": None, "delay_p99_s": None,
+            "run_key": run_key,
+            "batch_seq": batch_seq,
+            "batch_index": batch_index,
+            "strategy": self.strategy.name,
+            "updates_in": n,
+            **counts,
+            "keys_allocated": counts["new"],
+            "keymap_bytes_read": stats.keymap_bytes_read,
+            "segments_probed": stats.segments_probed,
+            "segments_admitted": stats.segments_admitted,
+            "segments_evicted": stats.segments_evicted,
+            "resident_bytes": stats.resident_bytes,
+            "wait_buffer_tuples": stats.wait_buffer_tuples,
+            "delay_avg_s": delay_avg,
+            "delay_p99_s": delay_p99,
             "batch_started_at": datetime.fromtimestamp(started, tz=timezone.utc),
-            "committed_at": datetime.fromtimestamp(now, tz=timezone.utc), "duration_s": now - started,
+            "committed_at": committed_at,
+            "duration_s": committed - started,
         }
         self._append_row(metrics, "join_metrics", batch_seq)
-        self._append_row(
-            {"run_key": run_key, "batch_index": batch_index, "batch_seq": batch_seq, "strategy": self.strategy.name,
-             "updates_in": 0, "keys_allocated": 0, "next_surrogate_key": next_key, "committed_at": metrics["committed_at"]},
-            "batch_ledger",
-            batch_seq,
+        ledger = {
+            "run_key": run_key,
+            "batch_index": batch_index,
+            "batch_seq": batch_seq,
+            "strategy": self.strategy.name,
+            "updates_in": n,
+            "keys_allocated": counts["new"],
+            "next_surrogate_key": next_key + counts["new"],
+            "committed_at": committed_at,
+        }
+        self._append_row(ledger, "batch_ledger", batch_seq)
+        return BatchResult(
+            run_key, batch_index, batch_seq, n, counts, counts["new"], delay_avg, delay_p99, committed - started
         )
-        return BatchResult(run_key, batch_index, batch_seq, 0, zeros, 0, None, None, now - started)
 
     def _append_row(self, row: dict, table: str, batch_seq: int) -> None:
         from warehouse.schemas import TABLES

@@ -21,7 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
-from etl.config import EtlConfig
+from etl.config import JOIN_STRATEGIES, ConfigError, EtlConfig
 from etl.ingest import Interval
 from etl.segments import load_layout, segment_column
 from etl.strategies import JoinStats, get_strategy
@@ -90,6 +90,8 @@ class Loader:
         self.cfg = cfg
         ensure_tables(spark, cfg)
         name = strategy_name or cfg.join_strategy
+        if name not in JOIN_STRATEGIES:
+            raise ConfigError(f"setting 'join_strategy' = {name!r}: unknown; valid values are {', '.join(JOIN_STRATEGIES)}")
         self.layout = load_layout(cfg, "hash" if name == "partitioned-hash" else "range")
         self.segment_of = segment_column(self.layout)
         self.strategy = get_strategy(name, spark, cfg, self.layout)
@@ -300,6 +302,8 @@ class Loader:
             "segments_evicted": stats.segments_evicted,
             "resident_bytes": stats.resident_bytes,
             "wait_buffer_tuples": stats.wait_buffer_tuples,
+            "queue_tuples": stats.queue_tuples,
+            "disk_cycle": stats.disk_cycle,
             "delay_avg_s": delay_avg,
             "delay_p99_s": delay_p99,
             "batch_started_at": datetime.fromtimestamp(started, tz=timezone.utc),

@@ -86,9 +86,11 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
     # on the driver, so quieting the driver's logger is enough.
     try:
         jvm = session.sparkContext._jvm
-        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
-            "org.apache.spark.sql.execution.window.WindowExec", jvm.org.apache.logging.log4j.Level.ERROR
-        )
+        for noisy in (
+            "org.apache.spark.sql.execution.window.WindowExec",  # single-partition numbering, by design
+            "org.apache.spark.rdd.MapPartitionsRDD",  # "locally checkpointed" notes on every step
+        ):
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(noisy, jvm.org.apache.logging.log4j.Level.ERROR)
     except Exception:  # pragma: no cover - a different logging backend: keep the warning
         pass
     return session

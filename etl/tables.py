@@ -15,6 +15,7 @@ def ensure_tables(spark, cfg: EtlConfig) -> list[str]:
     for table in TABLES.values():
         path = cfg.table_path(table.name)
         if DeltaTable.isDeltaTable(spark, path):
+            _add_missing_columns(spark, path, table.schema)
             continue
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(table.schema)
         if table.partition_by:
@@ -22,6 +23,15 @@ def ensure_tables(spark, cfg: EtlConfig) -> list[str]:
         builder.execute()
         created.append(table.name)
     return created
+
+
+def _add_missing_columns(spark, path: str, schema) -> None:
+    """A warehouse made by an older version gains the (nullable) columns added since."""
+    have = {f.name for f in spark.read.format("delta").load(path).schema.fields}
+    missing = [f for f in schema.fields if f.name not in have]
+    if missing:
+        cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
 
 
 def read(spark, cfg: EtlConfig, name: str):

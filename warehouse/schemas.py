@@ -162,6 +162,8 @@ JOIN_METRICS = StructType(
         _s("segments_evicted", LongType(), False),
         _s("resident_bytes", LongType(), False),
         _s("wait_buffer_tuples", LongType(), False),
+        _s("queue_tuples", LongType()),
+        _s("disk_cycle", LongType()),
         _s("delay_avg_s", DoubleType()),
         _s("delay_p99_s", DoubleType()),
         _s("batch_started_at", TimestampType(), False),

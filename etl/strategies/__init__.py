@@ -23,7 +23,9 @@ def get_strategy(name: str, spark, cfg, layout) -> JoinStrategy:
                 f"{name} needs a {variant} layout; use a new warehouse_root (relayout is not available yet)"
             )
         return PartitionedJoin(spark, cfg, layout, variant)
-    raise ConfigError(f"setting 'join_strategy' = {name!r}: not available in this version yet")
+    from etl.strategies.meshjoin import MeshJoin
+
+    return MeshJoin(spark, cfg, layout)
 
 
 __all__ = ["JoinStats", "JoinStrategy", "get_strategy"]

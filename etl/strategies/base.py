@@ -27,6 +27,8 @@ class JoinStats:
     segments_evicted: int = 0
     resident_bytes: int = 0
     wait_buffer_tuples: int = 0
+    queue_tuples: int | None = None  # MESHJOIN's queue after the step
+    disk_cycle: int | None = None  # MESHJOIN's completed scans of key_map in this run
     extra: dict = field(default_factory=dict)
 
 

@@ -23,7 +23,14 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,  # surrogate keys are allocated in sequence
-    params={"join_strategy": Param(cfg.join_strategy, enum=list(JOIN_STRATEGIES), description="join strategy")},
+    params={
+        "join_strategy": Param(cfg.join_strategy, enum=list(JOIN_STRATEGIES), description="join strategy"),
+        "strategy_settings": Param(
+            {},
+            type="object",
+            description='settings for this run only, e.g. {"n_invoke": 500, "memory_budget": 8388608, "k": 4}',
+        ),
+    },
     default_args={"owner": "data-engineering", "retries": 2, "retry_delay": timedelta(minutes=1)},
     tags=["etl", "warehouse"],
 ) as dag:
@@ -32,7 +39,14 @@ with DAG(
     ingest = SparkSubmitOperator(task_id="ingest", application_args=["ingest", *INTERVAL_ARGS], **spark_job)
     join_and_load = SparkSubmitOperator(
         task_id="join_and_load",
-        application_args=["load", *INTERVAL_ARGS, "--join-strategy", "{{ params.join_strategy }}"],
+        application_args=[
+            "load",
+            *INTERVAL_ARGS,
+            "--join-strategy",
+            "{{ params.join_strategy }}",
+            "--settings-json",
+            "{{ params.strategy_settings | tojson }}",
+        ],
         **spark_job,
     )
     validate = SparkSubmitOperator(task_id="validate", application_args=["validate", *INTERVAL_ARGS], **spark_job)

@@ -32,3 +32,18 @@ def run_report(data_interval_start, data_interval_end) -> dict:
     rep = jobs.report(cfg, Interval(data_interval_start, data_interval_end))
     print(jobs.format_report(rep))
     return rep
+
+
+def publish_quality_report(data_interval_start, data_interval_end) -> dict:
+    """The report DAG's last task: print where the report and plots are, return its summary."""
+    from etl.config import load_config
+    from etl.ingest import Interval
+    from etl.quality_report import read_report, summarize
+
+    cfg = load_config()
+    rep = summarize(read_report(cfg, Interval(data_interval_start, data_interval_end)))
+    print(f"quality report {rep['interval']}: suites {'passed' if rep['suites_passed'] else 'FAILED'}")
+    print(f"  plot        {rep['plot']}")
+    print(f"  windows     {rep['windows_csv']}")
+    print(f"  Data Docs   {rep['data_docs']}")
+    return rep

@@ -33,6 +33,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warehouse-root", help="where the Delta tables live (setting warehouse_root)")
     parser.add_argument("--landing-root", help="where updates land (setting landing_root)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="any other setting")
+    parser.add_argument(
+        "--settings-json",
+        default="",
+        metavar="JSON",
+        help='settings as one JSON object, e.g. \'{"n_invoke": 500}\' (the DAG passes its run parameters this way)',
+    )
 
 
 def _interval_args(parser: argparse.ArgumentParser) -> None:
@@ -69,11 +75,18 @@ def build_parser() -> argparse.ArgumentParser:
         ("validate", "run the expectation suites (quality gate) and build Data Docs"),
         ("report", "print what happened in a run"),
         ("run", "ingest, load, validate and report in one Spark session"),
+        ("quality-report", "every suite over the warehouse, Data Docs, windowed metrics per source with plots"),
     ):
         p = sub.add_parser(name, help=text)
         _common(p)
         _interval_args(p)
         p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+    maintain = sub.add_parser("maintain", help="OPTIMIZE, VACUUM and rebalance key_map segments (takes the load lock)")
+    _common(maintain)
+    maintain.add_argument(
+        "--steps", default="rebalance,optimize,vacuum", help="comma-separated subset of rebalance,optimize,vacuum"
+    )
     return parser
 
 
@@ -84,6 +97,14 @@ def config_from_args(args: argparse.Namespace) -> EtlConfig:
         "warehouse_root": args.warehouse_root,
         "landing_root": args.landing_root,
     }
+    if args.settings_json.strip():
+        try:
+            given = json.loads(args.settings_json)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--settings-json: not valid JSON ({exc})") from None
+        if not isinstance(given, dict):
+            raise ConfigError("--settings-json: expected a JSON object of setting names to values")
+        overrides.update(given)
     for item in args.set:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
@@ -105,7 +126,13 @@ def main(argv: list[str] | None = None) -> int:
             return _generate(args, cfg)
         from etl.ingest import Interval
 
-        interval = Interval.parse(args.start, args.end) if hasattr(args, "start") and args.command != "init" else None
+        interval = Interval.parse(args.start, args.end) if args.command not in ("init", "maintain") else None
+        if args.command == "maintain":
+            from etl.maintenance import STEPS
+
+            unknown = [x for x in args.steps.split(",") if x.strip() and x.strip() not in STEPS]
+            if unknown:
+                raise ConfigError(f"--steps: unknown step(s) {', '.join(unknown)}; valid: {', '.join(STEPS)}")
     except (ConfigError, ValueError) as exc:
         print(f"etl: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -119,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from etl.ingest import LandingError
     from etl.lock import WarehouseLocked
+    from etl.maintenance import MaintenanceBlocked
     from etl.spark import build_spark_session
 
     spark = build_spark_session(cfg, app_name=f"etl-{args.command}")
@@ -128,6 +156,19 @@ def main(argv: list[str] | None = None) -> int:
 
             created = ensure_tables(spark, cfg)
             print(f"created: {', '.join(created) or 'nothing (all tables exist)'} under {cfg.warehouse_path}")
+            return 0
+        if args.command == "maintain":
+            from etl.maintenance import maintain
+
+            steps = [x.strip() for x in args.steps.split(",") if x.strip()]
+            _print(maintain(spark, cfg, steps, progress=_progress), True)
+            return 0
+        if args.command == "quality-report":
+            from etl.quality_report import build_report, summarize
+
+            summary = summarize(build_report(spark, cfg, interval))
+            _progress(f"report: {summary['plot']}; suites {'passed' if summary['suites_passed'] else 'FAILED'}")
+            _print(summary, True)
             return 0
         if args.command in ("ingest", "run"):
             summary = jobs.ingest(spark, cfg, interval)
@@ -147,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, LandingError) as exc:
         print(f"etl: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    except WarehouseLocked as exc:
+    except (WarehouseLocked, MaintenanceBlocked) as exc:
         print(f"etl: error: {exc}", file=sys.stderr)
         return EXIT_LOCKED
     except jobs.ValidationFailed as exc:

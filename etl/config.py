@@ -31,6 +31,7 @@ class EtlConfig:
     landing_root: str = "var/landing"
     gx_root: str = "var/gx"
     runs_root: str = "var/runs"
+    reports_root: str = "var/reports"  # data-quality reports (JSON, CSV, PNG plots)
 
     # --- Spark ---
     spark_master: str = "local[*]"
@@ -47,6 +48,13 @@ class EtlConfig:
     max_record_bytes: int = 65536
     max_rejected_fraction: float = 1.0  # a run whose rejected share exceeds this fails
     schedule: str = "@hourly"
+    # --- data-quality report and maintenance (papers/003 panes: windows of report_window_seconds
+    # every report_slide_seconds, half-open, aligned to the epoch) ---
+    report_schedule: str = "@daily"
+    report_window_seconds: int = 3600
+    report_slide_seconds: int = 900
+    maintenance_schedule: str = "@weekly"
+    vacuum_retention_hours: int = 168  # Delta's safe default; shorter breaks readers of old versions
 
     # --- the papers' parameters (papers/004 Table 6.1/6.2), one name everywhere ---
     n_invoke: int = 3000  # wait-buffer tuples of one segment that trigger its disk probe
@@ -91,6 +99,10 @@ class EtlConfig:
     def runs_path(self) -> Path:
         return self.path("runs_root")
 
+    @property
+    def reports_path(self) -> Path:
+        return self.path("reports_root")
+
     def table_path(self, table: str) -> str:
         return str(self.warehouse_path / table)
 
@@ -117,7 +129,7 @@ def _validate(cfg: EtlConfig) -> None:
         "join_strategy",
         f"unknown join strategy; valid values are {', '.join(JOIN_STRATEGIES)}",
     )
-    for name in ("warehouse_root", "landing_root", "gx_root", "runs_root", "spark_master"):
+    for name in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", "spark_master"):
         need(bool(str(getattr(cfg, name)).strip()), name, "must not be empty")
     for name in (
         "spark_shuffle_partitions",
@@ -132,8 +144,12 @@ def _validate(cfg: EtlConfig) -> None:
         "memory_budget",
         "wait_buffer_tuples",
         "key_domain",
+        "report_window_seconds",
+        "report_slide_seconds",
     ):
         need(getattr(cfg, name) > 0, name, "must be a positive number")
+    need(cfg.report_slide_seconds <= cfg.report_window_seconds, "report_slide_seconds", "must not exceed report_window_seconds")
+    need(cfg.vacuum_retention_hours >= 168, "vacuum_retention_hours", "must be >= 168 (7 days): shorter retention can delete files a reader or a retried task still needs")
     need(0 < cfg.alpha <= 1, "alpha", "must be in (0, 1]")
     need(0 < cfg.r_wb <= 1, "r_wb", "must be in (0, 1]")
     need(cfg.rho >= 0, "rho", "must be >= 0")

@@ -92,6 +92,9 @@ class Loader:
         name = strategy_name or cfg.join_strategy
         if name not in JOIN_STRATEGIES:
             raise ConfigError(f"setting 'join_strategy' = {name!r}: unknown; valid values are {', '.join(JOIN_STRATEGIES)}")
+        from etl.maintenance import settle_pending_layout
+
+        settle_pending_layout(spark, cfg)  # a rebalance interrupted between its commit and its layout
         self.layout = load_layout(cfg, "hash" if name == "partitioned-hash" else "range")
         self.segment_of = segment_column(self.layout)
         self.strategy = get_strategy(name, spark, cfg, self.layout)

@@ -20,24 +20,33 @@ def data_docs_index(cfg: EtlConfig) -> Path:
     return cfg.gx_path / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
 
 
-def conservation_frame(spark, cfg: EtlConfig, interval: Interval):
-    """One row per counting identity of the run: ``check``, ``expected``, ``actual``."""
+def conservation_frame(spark, cfg: EtlConfig, interval: Interval | None):
+    """One row per counting identity: ``check``, ``expected``, ``actual``. For one run, or (``None``)
+    for the whole warehouse, where the landed files are not re-read."""
     from pyspark.sql import functions as F
 
     from etl.ingest import list_landed_files, read_landed_lines
     from etl.tables import read
 
-    run = F.col("run_key") == interval.run_key
-    landed = read_landed_lines(spark, cfg, interval, list_landed_files(cfg.landing_path, interval).files).count()
-    ingested = read(spark, cfg, "ingested_updates").where(run).count()
-    rejected = read(spark, cfg, "rejected_updates").where(run).count()
-    log_rows = read(spark, cfg, "outcome_log").where(run)
+    def of(name):
+        df = read(spark, cfg, name)
+        return df.where(F.col("run_key") == interval.run_key) if interval is not None else df
+
+    ingested = of("ingested_updates").count()
+    rejected = of("rejected_updates").count()
+    log_rows = of("outcome_log")
     logged = log_rows.count()
     new_outcomes = log_rows.where(F.col("outcome") == "new").count()
-    applied = read(spark, cfg, "applied_changes").where(run).count()
-    quarantined = read(spark, cfg, "duplicates_quarantine").where(run).count()
-    seqs = [r[0] for r in read(spark, cfg, "batch_ledger").where(run).select("batch_seq").collect()]
-    created = read(spark, cfg, "key_map").where(F.col("created_batch_seq").isin(seqs)).count() if seqs else 0
+    applied = of("applied_changes").count()
+    quarantined = of("duplicates_quarantine").count()
+    km = read(spark, cfg, "key_map")
+    if interval is not None:
+        seqs = [r[0] for r in of("batch_ledger").select("batch_seq").collect()]
+        created = km.where(F.col("created_batch_seq").isin(seqs)).count() if seqs else 0
+        landed = read_landed_lines(spark, cfg, interval, list_landed_files(cfg.landing_path, interval).files).count()
+    else:
+        created = km.count()
+        landed = ingested + rejected
     rows = [
         ("updates in = matched + new + duplicate + stale + rejected", landed, applied + quarantined + rejected),
         ("landed lines = ingested + rejected", landed, ingested + rejected),
@@ -45,6 +54,8 @@ def conservation_frame(spark, cfg: EtlConfig, interval: Interval):
         ("outcomes logged = applied + quarantined", logged, applied + quarantined),
         ("new outcomes = key_map rows created", new_outcomes, created),
     ]
+    if interval is None:
+        rows = rows[2:]  # the first two need the landed files of a run
     return spark.createDataFrame(rows, "check string, expected long, actual long")
 
 
@@ -77,6 +88,12 @@ def _checkpoint(context, name: str, expectations: list):
 
 def run_load_gate(spark, cfg: EtlConfig, interval: Interval) -> dict:
     """Run every suite of ``expectations.SUITES`` against the warehouse after the run's load."""
+    return run_suites(spark, cfg, interval.run_key, interval)
+
+
+def run_suites(spark, cfg: EtlConfig, run_name: str, interval: Interval | None) -> dict:
+    """Every suite of ``expectations.SUITES``; the conservation suite for ``interval`` or, when it
+    is ``None``, for the whole warehouse. Data Docs are rebuilt."""
     import great_expectations as gx
     from great_expectations.core.run_identifier import RunIdentifier
 
@@ -101,7 +118,7 @@ def run_load_gate(spark, cfg: EtlConfig, interval: Interval) -> dict:
         if name == "run_conservation":
             conservation_rows = [r.asDict() for r in df.collect()]
         checkpoint = _checkpoint(context, name, factory())
-        result = checkpoint.run(batch_parameters={"dataframe": df}, run_id=RunIdentifier(run_name=interval.run_key))
+        result = checkpoint.run(batch_parameters={"dataframe": df}, run_id=RunIdentifier(run_name=run_name))
         for validation in result.run_results.values():
             for r in validation.results:
                 config = r.expectation_config
@@ -115,7 +132,7 @@ def run_load_gate(spark, cfg: EtlConfig, interval: Interval) -> dict:
                     }
                 )
     return {
-        "run_key": interval.run_key,
+        "run_key": run_name,
         "success": all(c["success"] for c in checks),
         "checks": checks,
         "conservation": conservation_rows,

@@ -45,6 +45,8 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
         "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
         # The Delta log of small tables does not need 50 tasks to replay.
         "spark.databricks.delta.snapshotPartitions": "2",
+        # VACUUM lists files with this many tasks (10000 by default): far too many for small tables.
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, cfg.spark_shuffle_partitions)),
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "true",
     }

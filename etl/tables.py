@@ -28,10 +28,13 @@ def ensure_tables(spark, cfg: EtlConfig) -> list[str]:
 def _add_missing_columns(spark, path: str, schema) -> None:
     """A warehouse made by an older version gains the (nullable) columns added since."""
     have = {f.name for f in spark.read.format("delta").load(path).schema.fields}
-    missing = [f for f in schema.fields if f.name not in have]
-    if missing:
-        cols = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in missing)
-        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({cols})")
+    names = schema.fieldNames()
+    for i, f in enumerate(schema.fields):
+        if f.name in have:
+            continue
+        where = f"AFTER `{names[i - 1]}`" if i else "FIRST"  # keep the schema's column order
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (`{f.name}` {f.dataType.simpleString()} {where})")
+        have.add(f.name)
 
 
 def read(spark, cfg: EtlConfig, name: str):

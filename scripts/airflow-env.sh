@@ -18,4 +18,5 @@ export ETL_WAREHOUSE_ROOT=${ETL_WAREHOUSE_ROOT:-$ROOT/var/warehouse}
 export ETL_LANDING_ROOT=${ETL_LANDING_ROOT:-$ROOT/var/landing}
 export ETL_GX_ROOT=${ETL_GX_ROOT:-$ROOT/var/gx}
 export ETL_RUNS_ROOT=${ETL_RUNS_ROOT:-$ROOT/var/runs}
+export ETL_REPORTS_ROOT=${ETL_REPORTS_ROOT:-$ROOT/var/reports}
 mkdir -p "$AIRFLOW_HOME"

@@ -33,6 +33,7 @@ def cfg(tmp_path: Path) -> EtlConfig:
         landing_root=str(tmp_path / "landing"),
         gx_root=str(tmp_path / "gx"),
         runs_root=str(tmp_path / "runs"),
+        reports_root=str(tmp_path / "reports"),
         spark_master="local[2]",
         spark_shuffle_partitions=2,
         micro_batch_seconds=60,

@@ -262,5 +262,8 @@ class MeshJoin(JoinStrategy):
     def _disk_segment_of(self, partition_id: int) -> int:
         return disk_segment_of(partition_id, self.boundaries)
 
+    def end(self) -> None:
+        self._snapshot_path().unlink(missing_ok=True)  # the run is over: nothing depends on it
+
     def stats(self) -> JoinStats:
         return self._stats

@@ -257,6 +257,7 @@ class PartitionedJoin(JoinStrategy):
         from delta.tables import DeltaTable
 
         DeltaTable.forPath(self.spark, self._wait_buffer_path()).delete(f"run_key = '{self.run_key}'")
+        self._snapshot_path().unlink(missing_ok=True)  # the run is over: nothing depends on it
 
     def stats(self) -> JoinStats:
         return self._stats

@@ -1,5 +1,13 @@
-"""Airflow for real: start standalone, trigger the load DAG through the REST API, wait for success,
-read the report task's return value, and stop every process that was started."""
+"""Airflow for real, on the embedded default: start standalone once, then
+
+1. trigger the load DAG through the REST API and read the report task's return value;
+2. ``airflow backfill create`` over two later intervals, and check the warehouse equals what the
+   same intervals loaded one after the other by the job itself give (the scheduled runs' work);
+3. reprocess a completed interval with a backfill: every table stays the same;
+4. trigger the data-quality report DAG: suites pass, the plot and windows are written;
+
+and finally stop every process that was started. The cron scheduler is off
+(``use_job_schedule=False``) so that only the runs made here run."""
 
 import json
 import os
@@ -11,10 +19,14 @@ from datetime import datetime, timezone
 
 import pytest
 
+from etl.config import EtlConfig
 from etl.generator import StreamSpec, generate_stream
+from etl.ingest import Interval
 from tests.dags.conftest import ROOT
+from warehouse.schemas import DETERMINISTIC_TABLES
 
 pytestmark = pytest.mark.airflow
+DAY = "2026-11-20"
 
 
 def free_port() -> int:
@@ -41,63 +53,150 @@ def wait_for(what, probe, timeout):
                 return value
         except Exception:  # not up yet
             pass
-        time.sleep(2)
+        time.sleep(3)
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def test_standalone_runs_the_dag_triggered_through_the_rest_api(tmp_path):
-    port = free_port()
-    env = dict(os.environ)
-    env.update(
-        AIRFLOW_HOME=str(tmp_path / "airflow"),
-        AIRFLOW__API__PORT=str(port),
-        AIRFLOW__API__BASE_URL=f"http://127.0.0.1:{port}",
-        ETL_WAREHOUSE_ROOT=str(tmp_path / "warehouse"),
-        ETL_LANDING_ROOT=str(tmp_path / "landing"),
-        ETL_GX_ROOT=str(tmp_path / "gx"),
-        ETL_RUNS_ROOT=str(tmp_path / "runs"),
+class Airflow:
+    def __init__(self, tmp_path):
+        self.tmp = tmp_path
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.env = dict(os.environ)
+        self.env.update(
+            AIRFLOW_HOME=str(tmp_path / "airflow"),
+            AIRFLOW__API__PORT=str(self.port),
+            AIRFLOW__API__BASE_URL=self.base,
+            AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE="False",
+            ETL_WAREHOUSE_ROOT=str(tmp_path / "warehouse"),
+            ETL_LANDING_ROOT=str(tmp_path / "landing"),
+            ETL_GX_ROOT=str(tmp_path / "gx"),
+            ETL_RUNS_ROOT=str(tmp_path / "runs"),
+            ETL_REPORTS_ROOT=str(tmp_path / "reports"),
+            ETL_SCHEDULE="*/10 * * * *",
+            ETL_MICRO_BATCH_SECONDS="600",
+            ETL_REPORT_SCHEDULE="*/30 * * * *",
+            ETL_REPORT_WINDOW_SECONDS="600",
+            ETL_REPORT_SLIDE_SECONDS="300",
+        )
+        self.script = str(ROOT / "scripts" / "airflow.sh")
+        self.pid_file = tmp_path / "airflow" / "standalone.pid"
+        self.token = None
+
+    def etl_config(self) -> EtlConfig:
+        return EtlConfig(
+            warehouse_root=self.env["ETL_WAREHOUSE_ROOT"], landing_root=self.env["ETL_LANDING_ROOT"],
+            gx_root=self.env["ETL_GX_ROOT"], runs_root=self.env["ETL_RUNS_ROOT"], micro_batch_seconds=600,
+            spark_master="local[2]", spark_shuffle_partitions=2,
+        )
+
+    def api(self, path, method="GET", body=None):
+        return call(f"{self.base}/api/v2{path}", self.token, method, body)
+
+    def cli(self, *args):
+        done = subprocess.run(["airflow", *args], env=self.env, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    def runs(self, dag_id):
+        return self.api(f"/dags/{dag_id}/dagRuns?order_by=logical_date&limit=100")["dag_runs"]
+
+    def wait_until_finished(self, dag_id, n_runs, timeout=900):
+        def done():
+            runs = self.runs(dag_id)
+            if len(runs) >= n_runs and all(r["state"] in ("success", "failed") for r in runs):
+                return runs
+            return None
+
+        runs = wait_for(f"{n_runs} runs of {dag_id} to finish", done, timeout)
+        assert [r["state"] for r in runs] == ["success"] * len(runs), runs
+        return runs
+
+
+@pytest.fixture(scope="module")
+def airflow(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("standalone")
+    af = Airflow(tmp)
+    af.generated = generate_stream(
+        StreamSpec(start=datetime.fromisoformat(f"{DAY}T10:00:00+00:00"), duration_s=1800, rate=2, seed=5),
+        tmp / "landing",
     )
-    generated = generate_stream(
-        StreamSpec(start=datetime(2026, 11, 20, 10, 0, tzinfo=timezone.utc), duration_s=90, rate=8, seed=5),
-        tmp_path / "landing",
-    )
-    script = str(ROOT / "scripts" / "airflow.sh")
-    pid_file = tmp_path / "airflow" / "standalone.pid"
-    base = f"http://127.0.0.1:{port}"
+    af.env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{af.env.get('PATH', '')}"
     try:
-        started = subprocess.run([script, "start"], env=env, capture_output=True, text=True, timeout=300)
+        started = subprocess.run([af.script, "start"], env=af.env, capture_output=True, text=True, timeout=300)
         assert started.returncode == 0, started.stdout + started.stderr
-        assert f"http://127.0.0.1:{port}" in started.stdout and "password" in started.stdout
-        pgid = int(pid_file.read_text())
-        password = json.loads((tmp_path / "airflow" / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
-        token = call(f"{base}/auth/token", method="POST", body={"username": "admin", "password": password})["access_token"]
-        wait_for("the DAG to be parsed", lambda: call(f"{base}/api/v2/dags/etl_load", token), 180)
-
-        # The hourly interval [10:00, 11:00) that holds the stream.
-        run = call(
-            f"{base}/api/v2/dags/etl_load/dagRuns",
-            token,
-            "POST",
-            {"logical_date": "2026-11-20T11:00:00Z", "conf": {}},
-        )
-        assert run["data_interval_start"].startswith("2026-11-20T10:00")
-        call(f"{base}/api/v2/dags/etl_load", token, "PATCH", {"is_paused": False})
-
-        def finished():
-            state = call(f"{base}/api/v2/dags/etl_load/dagRuns/{run['dag_run_id']}", token)["state"]
-            return state if state in ("success", "failed") else None
-
-        assert wait_for("the run to finish", finished, 900) == "success"
-        xcom = call(
-            f"{base}/api/v2/dags/etl_load/dagRuns/{run['dag_run_id']}/taskInstances/report/xcomEntries/return_value",
-            token,
-        )
-        summary = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
-        assert summary["updates_in"] == summary["outcomes_total"] == generated.lines
-        assert summary["validation"] == "passed"
+        assert af.base in started.stdout and "password" in started.stdout
+        af.pgid = int(af.pid_file.read_text())
+        password = json.loads((tmp / "airflow" / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
+        af.token = call(f"{af.base}/auth/token", method="POST", body={"username": "admin", "password": password})["access_token"]
+        for dag_id in ("etl_load", "etl_quality_report"):
+            wait_for(f"{dag_id} to be parsed", lambda d=dag_id: af.api(f"/dags/{d}"), 180)
+            af.api(f"/dags/{dag_id}", "PATCH", {"is_paused": False})
+        yield af
     finally:
-        stopped = subprocess.run([script, "stop"], env=env, capture_output=True, text=True, timeout=120)
-    assert stopped.returncode == 0, stopped.stderr
-    assert not pid_file.exists()
-    with pytest.raises(ProcessLookupError):
-        os.killpg(pgid, 0)
+        stopped = subprocess.run([af.script, "stop"], env=af.env, capture_output=True, text=True, timeout=120)
+        assert stopped.returncode == 0, stopped.stderr
+        assert not af.pid_file.exists()
+        if hasattr(af, "pgid"):
+            with pytest.raises(ProcessLookupError):
+                os.killpg(af.pgid, 0)
+
+
+def snapshot(spark, cfg):
+    from etl.tables import read
+
+    return {name: sorted(read(spark, cfg, name).collect()) for name in DETERMINISTIC_TABLES}
+
+
+def test_a_run_triggered_through_the_rest_api_succeeds_and_returns_its_summary(airflow):
+    run = airflow.api("/dags/etl_load/dagRuns", "POST", {"logical_date": f"{DAY}T10:10:00Z", "conf": {}})
+    assert run["data_interval_start"].startswith(f"{DAY}T10:00")
+    airflow.wait_until_finished("etl_load", 1)
+    xcom = airflow.api(f"/dags/etl_load/dagRuns/{run['dag_run_id']}/taskInstances/report/xcomEntries/return_value")
+    summary = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
+    assert summary["updates_in"] == summary["outcomes_total"] > 0
+    assert summary["validation"] == "passed"
+
+
+def test_a_backfill_gives_the_warehouse_the_scheduled_runs_would(airflow, spark, tmp_path):
+    from etl import jobs
+
+    airflow.cli(
+        "backfill", "create", "--dag-id", "etl_load", "--from-date", f"{DAY}T10:10:00+00:00",
+        "--to-date", f"{DAY}T10:20:00+00:00", "--max-active-runs", "1",
+    )
+    runs = airflow.wait_until_finished("etl_load", 3)
+    intervals = [Interval.parse(r["data_interval_start"], r["data_interval_end"]) for r in runs]
+    assert [i.run_key for i in intervals] == [
+        "20261120T1000-20261120T1010", "20261120T1010-20261120T1020", "20261120T1020-20261120T1030"
+    ]
+    # The same intervals, loaded in order by the job itself into a second warehouse.
+    reference = airflow.etl_config().replace(warehouse_root=str(tmp_path / "wh"), runs_root=str(tmp_path / "runs"))
+    for interval in intervals:
+        jobs.ingest(spark, reference, interval)
+        jobs.load(spark, reference, interval)
+    assert snapshot(spark, airflow.etl_config()) == snapshot(spark, reference)
+
+
+def test_reprocessing_a_completed_interval_changes_nothing(airflow, spark):
+    before = snapshot(spark, airflow.etl_config())
+    airflow.cli(
+        "backfill", "create", "--dag-id", "etl_load", "--from-date", f"{DAY}T10:10:00+00:00",
+        "--to-date", f"{DAY}T10:10:00+00:00", "--reprocess-behavior", "completed",
+    )
+    runs = airflow.wait_until_finished("etl_load", 4)
+    assert len(runs) == 4
+    assert snapshot(spark, airflow.etl_config()) == before
+
+
+def test_the_quality_report_dag_writes_suites_plots_and_windows(airflow):
+    run = airflow.api("/dags/etl_quality_report/dagRuns", "POST", {"logical_date": f"{DAY}T10:30:00Z", "conf": {}})
+    assert run["data_interval_start"].startswith(f"{DAY}T10:00")
+    airflow.wait_until_finished("etl_quality_report", 1)
+    xcom = airflow.api(f"/dags/etl_quality_report/dagRuns/{run['dag_run_id']}/taskInstances/publish/xcomEntries/return_value")
+    rep = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
+    assert rep["suites_passed"] is True
+    with open(rep["plot"], "rb") as f:
+        assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+    totals = rep["interval_totals"]
+    assert totals["updates"] > 0 and totals["rejected"] > 0

@@ -5,32 +5,58 @@ import pytest
 
 pytestmark = pytest.mark.airflow
 
-EXPECTED_GRAPH = {
-    "ingest": {"join_and_load"},
-    "join_and_load": {"validate"},
-    "validate": {"report"},
-    "report": set(),
+GRAPHS = {
+    "etl_load": {
+        "ingest": {"join_and_load"},
+        "join_and_load": {"validate"},
+        "validate": {"report"},
+        "report": set(),
+    },
+    "etl_quality_report": {"quality_report": {"publish"}, "publish": set()},
+    "etl_maintenance": {"rebalance": {"optimize"}, "optimize": {"vacuum"}, "vacuum": set()},
 }
 
 
 def test_no_import_errors(dag_bag):
     assert dag_bag.import_errors == {}
-    assert "etl_load" in dag_bag.dags
+    assert set(dag_bag.dags) == set(GRAPHS)
 
 
-def test_task_graph(dag_bag):
-    dag = dag_bag.dags["etl_load"]
-    assert {t.task_id: set(t.downstream_task_ids) for t in dag.tasks} == EXPECTED_GRAPH
+@pytest.mark.parametrize("dag_id", sorted(GRAPHS))
+def test_task_graph(dag_bag, dag_id):
+    dag = dag_bag.dags[dag_id]
+    assert {t.task_id: set(t.downstream_task_ids) for t in dag.tasks} == GRAPHS[dag_id]
 
 
-def test_policy(dag_bag):
-    dag = dag_bag.dags["etl_load"]
+@pytest.mark.parametrize("dag_id", sorted(GRAPHS))
+def test_policy(dag_bag, dag_id):
+    dag = dag_bag.dags[dag_id]
     assert dag.max_active_runs == 1
-    assert dag.catchup is False
+    assert dag.catchup is False  # no surprise backfill when a DAG is unpaused: backfills are explicit
     assert "etl" in dag.tags
     for task in dag.tasks:
         assert task.owner == "data-engineering"
         assert task.retries >= 1
+
+
+def test_spark_tasks_of_every_dag_submit_the_etl_entry_point(dag_bag):
+    expected = {
+        ("etl_quality_report", "quality_report"): ["quality-report"],
+        ("etl_maintenance", "rebalance"): ["maintain", "--steps", "rebalance"],
+        ("etl_maintenance", "optimize"): ["maintain", "--steps", "optimize"],
+        ("etl_maintenance", "vacuum"): ["maintain", "--steps", "vacuum"],
+    }
+    for (dag_id, task_id), args in expected.items():
+        task = dag_bag.dags[dag_id].get_task(task_id)
+        assert task._conn_id == "etl_spark" and task.application.endswith("etl/spark_entry.py")
+        assert task.application_args[: len(args)] == args
+
+
+def test_strategy_settings_are_a_run_parameter(dag_bag):
+    dag = dag_bag.dags["etl_load"]
+    assert dag.params.get_param("strategy_settings").value == {}
+    args = dag.get_task("join_and_load").application_args
+    assert args[args.index("--settings-json") + 1] == "{{ params.strategy_settings | tojson }}"
 
 
 def test_spark_tasks_use_the_connection_and_delta(dag_bag):
@@ -61,11 +87,12 @@ def test_runs_cover_cron_data_intervals(dag_bag):
     assert timetable.expression == "0 * * * *"  # @hourly
 
 
-def test_parsing_imports_no_spark_or_gx():
+@pytest.mark.parametrize("dag_file", ["etl_load.py", "etl_quality_report.py", "etl_maintenance.py"])
+def test_parsing_imports_no_spark_or_gx(dag_file):
     from tests.dags.conftest import ROOT
 
     code = (
-        f"import sys, runpy; runpy.run_path({str(ROOT / 'dags' / 'etl_load.py')!r});"
+        f"import sys, runpy; runpy.run_path({str(ROOT / 'dags' / dag_file)!r});"
         "heavy = [m for m in ('pyspark.sql', 'great_expectations', 'delta') if m in sys.modules];"
         "print(heavy); sys.exit(1 if heavy else 0)"
     )
@@ -76,4 +103,4 @@ def test_parsing_imports_no_spark_or_gx():
 def test_parse_time_is_bounded(dag_bag):
     """The scheduler parses DAG files continuously: keep it well under a second."""
     stats = {s.file: s.duration.total_seconds() for s in dag_bag.dagbag_stats}
-    assert stats["etl_load.py"] < 2.0, stats
+    assert all(stats[f] < 2.0 for f in ("etl_load.py", "etl_quality_report.py", "etl_maintenance.py")), stats

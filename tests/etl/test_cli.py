@@ -26,3 +26,21 @@ def test_generate_writes_files_and_refuses_to_overwrite(capsys, tmp_path):
 def test_report_of_an_unknown_run_says_not_run(capsys, tmp_path):
     assert main(["report", "--start", "2026-11-22T01:00", "--end", "2026-11-22T02:00", "--set", f"runs_root={tmp_path}"]) == 0
     assert "not run" in capsys.readouterr().out
+
+
+def test_settings_json_sets_strategy_settings_and_is_checked(capsys):
+    from etl.cli import build_parser, config_from_args
+
+    args = build_parser().parse_args(
+        ["load", "--start", "2026-11-22T01:00", "--end", "2026-11-22T02:00", "--settings-json", '{"n_invoke": 500, "alpha": 0.5, "k": 4}']
+    )
+    cfg = config_from_args(args)
+    assert (cfg.n_invoke, cfg.alpha, cfg.k) == (500, 0.5, 4)
+    for bad, named in (('{"n_invok": 5}', "n_invok"), ('{"memory_budget": -1}', "memory_budget"), ("[1]", "JSON object"), ("{", "not valid JSON")):
+        assert main(["load", "--start", "2026-11-22T01:00", "--end", "2026-11-22T02:00", "--settings-json", bad]) == EXIT_CONFIG
+        assert named in capsys.readouterr().err
+
+
+def test_maintain_rejects_an_unknown_step_before_spark(capsys):
+    assert main(["maintain", "--steps", "defrag"]) == EXIT_CONFIG
+    assert "defrag" in capsys.readouterr().err

@@ -121,3 +121,19 @@ def test_a_meshjoin_run_killed_mid_cycle_ends_with_the_same_tables(spark, seeded
     for name in DETERMINISTIC_TABLES:
         a, b = read(spark, loaded["meshjoin"], name), read(spark, cfg, name)
         assert sorted(a.collect()) == sorted(b.collect()), name
+
+
+@pytest.mark.parametrize("lo, hi", [(-1, 0), (2, 3), (3, 7), (0, 12)])
+def test_the_spark_twin_of_meets_agrees_with_the_schedule(spark, cfg, lo, hi):
+    """Gaps between submits (quiet slots) are stepped by one read; the column expression must
+    decide exactly what ``MeshSchedule.meets`` decides."""
+    from etl.mesh_policy import MeshSchedule
+    from etl.segments import load_layout
+    from etl.strategies.meshjoin import MeshJoin
+
+    mesh = MeshJoin(spark, cfg, load_layout(cfg))
+    mesh.schedule = MeshSchedule(4)
+    combos = [(q, p) for q in range(0, hi + 1) for p in range(4)]
+    df = spark.createDataFrame(combos, "_q int, _p int").select("_q", "_p", mesh._meets(lo, hi).alias("m"))
+    got = {(r["_q"], r["_p"]): r["m"] for r in df.collect()}
+    assert got == {(q, p): mesh.schedule.meets(q, lo, hi, p) for q, p in combos}

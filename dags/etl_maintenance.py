@@ -1,0 +1,41 @@
+"""Maintenance DAG: rebalance key_map's segments (split above 2*theta, merge below theta), then
+Delta OPTIMIZE and VACUUM (retention ``vacuum_retention_hours``, never under 7 days).
+
+Each step takes the warehouse's load lock, so it never runs under a load; a step that finds the
+lock taken fails fast and its retry runs later. Only wiring; the work is ``etl maintain``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG
+
+from etl.airflow_support import APPLICATION, SPARK_CONN_ID, submit_conf
+from etl.config import load_config
+
+cfg = load_config()
+
+with DAG(
+    dag_id="etl_maintenance",
+    description="Rebalance key_map segments, OPTIMIZE and VACUUM the warehouse's Delta tables",
+    schedule=cfg.maintenance_schedule,
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"owner": "data-engineering", "retries": 3, "retry_delay": timedelta(minutes=5)},
+    tags=["etl", "maintenance"],
+) as dag:
+    steps = {
+        name: SparkSubmitOperator(
+            task_id=name,
+            conn_id=SPARK_CONN_ID,
+            application=APPLICATION,
+            conf=submit_conf(cfg),
+            name=f"etl-{name}",
+            application_args=["maintain", "--steps", name],
+        )
+        for name in ("rebalance", "optimize", "vacuum")
+    }
+    steps["rebalance"] >> steps["optimize"] >> steps["vacuum"]

@@ -1,0 +1,42 @@
+"""Data-quality report DAG: every expectation suite over the warehouse, Data Docs, and windowed
+metrics per source (panes, papers/003) with PNG plots, once per report interval.
+
+Only wiring; the work is ``etl quality-report`` (spark-submit) and ``etl.airflow_support``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import DAG, CronDataIntervalTimetable, task
+
+from etl.airflow_support import APPLICATION, INTERVAL_ARGS, SPARK_CONN_ID, publish_quality_report, submit_conf
+from etl.config import load_config
+
+cfg = load_config()
+
+with DAG(
+    dag_id="etl_quality_report",
+    description="Expectation suites over the warehouse, Data Docs, windowed quality metrics per source",
+    schedule=CronDataIntervalTimetable(cfg.report_schedule, timezone="UTC"),
+    start_date=datetime(2026, 1, 1),
+    catchup=False,
+    max_active_runs=1,
+    default_args={"owner": "data-engineering", "retries": 2, "retry_delay": timedelta(minutes=1)},
+    tags=["etl", "quality"],
+) as dag:
+    quality_report = SparkSubmitOperator(
+        task_id="quality_report",
+        conn_id=SPARK_CONN_ID,
+        application=APPLICATION,
+        conf=submit_conf(cfg),
+        name="etl-quality-report",
+        application_args=["quality-report", *INTERVAL_ARGS],
+    )
+
+    @task(task_id="publish")
+    def publish(data_interval_start=None, data_interval_end=None) -> dict:
+        return publish_quality_report(data_interval_start, data_interval_end)
+
+    quality_report >> publish()

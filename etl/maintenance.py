@@ -1,0 +1,175 @@
+"""Maintenance: rebalance ``key_map``'s segments, OPTIMIZE and VACUUM the Delta tables.
+
+Every step holds the warehouse's load lock (it fails fast while a load runs). Rebalancing
+(range layout only; the hash layout has a fixed ``n_part``) follows ``segments.plan_rebalance``:
+it rewrites only the touched partitions of ``key_map``, in one Delta commit, and changes nothing
+but ``segment_id``. The new layout is written next to the current one first and promoted after
+the commit; a crash in between is settled on the next start by checking which layout the table
+follows (``settle_pending_layout``). A run that has not finished (a partitioned join's wait
+buffer or a MESHJOIN snapshot under ``_meta/runs``) blocks rebalancing, since its pending work
+is keyed by the old segments.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from etl.config import EtlConfig
+from etl.segments import (
+    LAYOUT_FILE,
+    SlotArray,
+    layout_from_json,
+    load_layout,
+    needs_refinement,
+    plan_rebalance,
+    segment_column,
+    write_layout,
+)
+from warehouse.schemas import TABLES
+
+log = logging.getLogger(__name__)
+PENDING = ".next"
+STEPS = ("rebalance", "optimize", "vacuum")
+
+
+class MaintenanceBlocked(RuntimeError):
+    """Maintenance cannot run now (an unfinished run depends on the current layout)."""
+
+
+def _mismatches(spark, cfg: EtlConfig, layout) -> int:
+    from pyspark.sql import functions as F
+
+    from etl.tables import read
+
+    seg = segment_column(layout)
+    return read(spark, cfg, "key_map").where(seg(F.col("source_id"), F.col("natural_key")) != F.col("segment_id")).count()
+
+
+def settle_pending_layout(spark, cfg: EtlConfig) -> str | None:
+    """After a crash mid-rebalance: keep the layout the table follows, drop the other."""
+    pending = Path(cfg.warehouse_path) / (LAYOUT_FILE + PENDING)
+    if not pending.exists():
+        return None
+    layout = layout_from_json(pending.read_text())
+    if _mismatches(spark, cfg, layout) == 0:
+        pending.replace(Path(cfg.warehouse_path) / LAYOUT_FILE)
+        return "promoted"
+    pending.unlink()
+    return "discarded"
+
+
+def _slot_rows(spark, cfg: EtlConfig, layout: SlotArray) -> dict[int, int]:
+    from pyspark.sql import functions as F
+
+    from etl.segments import NUMERIC_KEY
+    from etl.tables import read
+
+    key = F.col("natural_key")
+    position = F.when(key.rlike(NUMERIC_KEY.pattern), key.cast("long")).otherwise(F.pmod(F.xxhash64(key), F.lit(layout.key_domain)))
+    slot = F.least(F.floor(position / F.lit(layout.slot_length)), F.lit(layout.n_slots - 1)).cast("int")
+    return {int(r[0]): int(r[1]) for r in read(spark, cfg, "key_map").groupBy(slot).count().collect()}
+
+
+def _unfinished_runs(spark, cfg: EtlConfig) -> list[str]:
+    from etl.tables import read
+
+    snapshots = sorted(p.name for p in (Path(cfg.warehouse_path) / "_meta" / "runs").glob("*.json"))
+    waiting = [r[0] for r in read(spark, cfg, "wait_buffer").select("run_key").distinct().collect()]
+    return sorted(set(waiting) | {s.split(".")[0] for s in snapshots})
+
+
+def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8) -> dict:
+    from pyspark.sql import functions as F
+
+    from etl.tables import read
+
+    settle_pending_layout(spark, cfg)
+    layout = load_layout(cfg)
+    if not isinstance(layout, SlotArray):
+        return {"step": "rebalance", "skipped": "hash layout: n_part segments are fixed"}
+    unfinished = _unfinished_runs(spark, cfg)
+    if unfinished:
+        raise MaintenanceBlocked(
+            f"rebalance: runs {', '.join(unfinished)} are not finished (their pending updates are kept by "
+            "segment); finish them (rerun their load) and retry"
+        )
+    rows = _slot_rows(spark, cfg, layout)
+    refinements = 0
+    while needs_refinement(layout, rows, cfg.theta) and refinements < max_refinements:
+        layout = layout.refined()
+        rows = _slot_rows(spark, cfg, layout)
+        refinements += 1
+    plan = plan_rebalance(layout, rows, cfg.theta)
+    result = {
+        "step": "rebalance",
+        "theta": cfg.theta,
+        "segments_before": len(set(load_layout(cfg).slots)),
+        "segments_after": len(set(plan.layout.slots)),
+        "split": {str(k): v for k, v in plan.split.items()},
+        "merged": {str(k): v for k, v in plan.merged.items()},
+        "slot_refinements": refinements,
+        "rows_moved": 0,
+    }
+    if not plan.changed:
+        if refinements:
+            write_layout(cfg, layout)  # same mapping, finer slots: no row changes
+        return result
+    touched = plan.touched_segments
+    new_seg = segment_column(plan.layout)
+    km = read(spark, cfg, "key_map")
+    moved = km.where(F.col("segment_id").isin(touched)).withColumn(
+        "segment_id", new_seg(F.col("source_id"), F.col("natural_key"))
+    ).localCheckpoint(eager=True)
+    result["rows_moved"] = moved.join(
+        km.where(F.col("segment_id").isin(touched)), ["source_id", "natural_key", "segment_id"], "left_anti"
+    ).count()
+    write_layout(cfg, plan.layout, PENDING)
+    predicate = f"segment_id IN ({', '.join(str(s) for s in touched)})"
+    (
+        moved.select(TABLES["key_map"].schema.fieldNames())
+        .write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", predicate)
+        .save(cfg.table_path("key_map"))
+    )
+    settle_pending_layout(spark, cfg)
+    log.info("rebalanced key_map: %s", result)
+    return result
+
+
+def optimize(spark, cfg: EtlConfig) -> dict:
+    from delta.tables import DeltaTable
+
+    out = {}
+    for name in TABLES:
+        metrics = DeltaTable.forPath(spark, cfg.table_path(name)).optimize().executeCompaction().first()
+        m = metrics["metrics"] if metrics is not None else None
+        out[name] = {"files_removed": int(m["numFilesRemoved"]), "files_added": int(m["numFilesAdded"])} if m else {}
+    return {"step": "optimize", "tables": out}
+
+
+def vacuum(spark, cfg: EtlConfig) -> dict:
+    from delta.tables import DeltaTable
+
+    for name in TABLES:
+        DeltaTable.forPath(spark, cfg.table_path(name)).vacuum(float(cfg.vacuum_retention_hours))
+    return {"step": "vacuum", "retention_hours": cfg.vacuum_retention_hours, "tables": list(TABLES)}
+
+
+def maintain(spark, cfg: EtlConfig, steps=STEPS, progress=None) -> dict:
+    from etl.config import ConfigError
+    from etl.lock import LoadLock
+    from etl.tables import ensure_tables
+
+    unknown = [s for s in steps if s not in STEPS]
+    if unknown:
+        raise ConfigError(f"--steps: unknown step(s) {', '.join(unknown)}; valid: {', '.join(STEPS)}")
+    ensure_tables(spark, cfg)
+    results = []
+    with LoadLock(cfg.warehouse_path, f"maintenance ({', '.join(steps)})"):
+        for step in (s for s in STEPS if s in steps):
+            if progress:
+                progress(f"maintenance: {step} ...")
+            results.append({"rebalance": rebalance, "optimize": optimize, "vacuum": vacuum}[step](spark, cfg))
+    return {"steps": results}

@@ -107,3 +107,19 @@ def test_interval_must_be_whole_minutes():
         Interval(T0 + timedelta(seconds=30), T0 + timedelta(minutes=2))
     with pytest.raises(ValueError, match="after start"):
         Interval(T0, T0)
+
+
+def test_empty_files_extra_columns_and_a_file_delivered_twice(spark, cfg):
+    """An empty file adds nothing; unexpected fields are ignored (the row is kept); the same file
+    delivered again a minute later loads as re-deliveries, not as new versions."""
+    lines = [good("1", seq=5), good("2", seq=7, loyalty_tier="gold", attributes={"city": "Oslo", "shoe_size": 44})]
+    land(cfg, [], minute=T0).write_text("")  # an empty file
+    land(cfg, lines, minute=T0 + timedelta(minutes=1))
+    land(cfg, lines, minute=T0 + timedelta(minutes=2))  # the duplicate file
+    wide = Interval(T0, T0 + timedelta(minutes=3))
+    summary = jobs.ingest(spark, cfg, wide)
+    assert (summary["files"], summary["lines"], summary["valid"], summary["rejected"]) == (3, 4, 4, 0)
+    jobs.load(spark, cfg, wide)
+    outcomes = sorted((r.natural_key, r.outcome, r.reason or "") for r in read(spark, cfg, "outcome_log").collect())
+    assert outcomes == [("1", "duplicate", "redelivered"), ("1", "new", ""), ("2", "duplicate", "redelivered"), ("2", "new", "")]
+    assert read(spark, cfg, "key_map").count() == 2

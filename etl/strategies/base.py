@@ -15,6 +15,12 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 KM_COLUMNS = ("km_surrogate_key", "km_row_hash", "km_last_source_seq")
+KEY = ["source_id", "natural_key"]
+# The update columns a strategy carries from a micro-batch to its release.
+UPDATE_COLUMNS = [
+    "update_id", "source_id", "natural_key", "op", "name", "email", "city", "balance",
+    "source_seq", "event_ts", "arrival_ts", "row_hash",
+]
 
 
 @dataclass

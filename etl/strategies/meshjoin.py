@@ -27,14 +27,9 @@ import json
 from pathlib import Path
 
 from etl.mesh_policy import MeshSchedule, disk_segment_count, disk_segment_of, group_boundaries
-from etl.strategies.base import JoinStats, JoinStrategy
+from etl.strategies.base import KEY, KM_COLUMNS, UPDATE_COLUMNS, JoinStats, JoinStrategy
 
-KEY = ["source_id", "natural_key"]
-UPDATE_COLUMNS = [
-    "update_id", "source_id", "natural_key", "op", "name", "email", "city", "balance",
-    "source_seq", "event_ts", "arrival_ts", "row_hash",
-]
-KM = ["km_surrogate_key", "km_row_hash", "km_last_source_seq"]
+KM = list(KM_COLUMNS)
 
 
 class MeshJoin(JoinStrategy):

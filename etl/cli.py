@@ -128,11 +128,9 @@ def main(argv: list[str] | None = None) -> int:
 
         interval = Interval.parse(args.start, args.end) if args.command not in ("init", "maintain") else None
         if args.command == "maintain":
-            from etl.maintenance import STEPS
+            from etl.maintenance import check_steps
 
-            unknown = [x for x in args.steps.split(",") if x.strip() and x.strip() not in STEPS]
-            if unknown:
-                raise ConfigError(f"--steps: unknown step(s) {', '.join(unknown)}; valid: {', '.join(STEPS)}")
+            steps = check_steps([x.strip() for x in args.steps.split(",") if x.strip()])
     except (ConfigError, ValueError) as exc:
         print(f"etl: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -160,7 +158,6 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "maintain":
             from etl.maintenance import maintain
 
-            steps = [x.strip() for x in args.steps.split(",") if x.strip()]
             _print(maintain(spark, cfg, steps, progress=_progress), True)
             return 0
         if args.command == "quality-report":

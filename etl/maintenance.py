@@ -62,12 +62,10 @@ def settle_pending_layout(spark, cfg: EtlConfig) -> str | None:
 def _slot_rows(spark, cfg: EtlConfig, layout: SlotArray) -> dict[int, int]:
     from pyspark.sql import functions as F
 
-    from etl.segments import NUMERIC_KEY
+    from etl.segments import slot_column
     from etl.tables import read
 
-    key = F.col("natural_key")
-    position = F.when(key.rlike(NUMERIC_KEY.pattern), key.cast("long")).otherwise(F.pmod(F.xxhash64(key), F.lit(layout.key_domain)))
-    slot = F.least(F.floor(position / F.lit(layout.slot_length)), F.lit(layout.n_slots - 1)).cast("int")
+    slot = slot_column(layout, F.col("natural_key"))
     return {int(r[0]): int(r[1]) for r in read(spark, cfg, "key_map").groupBy(slot).count().collect()}
 
 
@@ -157,14 +155,20 @@ def vacuum(spark, cfg: EtlConfig) -> dict:
     return {"step": "vacuum", "retention_hours": cfg.vacuum_retention_hours, "tables": list(TABLES)}
 
 
-def maintain(spark, cfg: EtlConfig, steps=STEPS, progress=None) -> dict:
+def check_steps(steps) -> list[str]:
     from etl.config import ConfigError
-    from etl.lock import LoadLock
-    from etl.tables import ensure_tables
 
     unknown = [s for s in steps if s not in STEPS]
     if unknown:
         raise ConfigError(f"--steps: unknown step(s) {', '.join(unknown)}; valid: {', '.join(STEPS)}")
+    return list(steps)
+
+
+def maintain(spark, cfg: EtlConfig, steps=STEPS, progress=None) -> dict:
+    from etl.lock import LoadLock
+    from etl.tables import ensure_tables
+
+    check_steps(steps)
     ensure_tables(spark, cfg)
     results = []
     with LoadLock(cfg.warehouse_path, f"maintenance ({', '.join(steps)})"):

@@ -61,6 +61,25 @@ class JoinStrategy(ABC):
             key_map["last_source_seq"].alias("km_last_source_seq"),
         )
 
+    def _snapshot_path(self):
+        return self.cfg.warehouse_path / "_meta" / "runs" / f"{self.run_key}.{self.name}.json"
+
+    def run_snapshot(self, compute) -> dict:
+        """State fixed at a run's start (so a restart sees the same): read back, or ``compute()``d
+        and written once. ``end`` removes it (maintenance treats a snapshot as an unfinished run)."""
+        import json
+
+        path = self._snapshot_path()
+        if path.exists():
+            return json.loads(path.read_text())
+        data = compute()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data))
+        return data
+
+    def forget_snapshot(self) -> None:
+        self._snapshot_path().unlink(missing_ok=True)
+
     def begin(self, run_key: str, ingested, done_steps: list[int], ledger_rows: list) -> None:
         """A run starts (or restarts after a crash, with ``done_steps`` already committed)."""
 

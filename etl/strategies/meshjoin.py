@@ -23,8 +23,6 @@ Two things make it exact while ``key_map`` changes under it:
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 from etl.mesh_policy import MeshSchedule, disk_segment_count, disk_segment_of, group_boundaries
 from etl.strategies.base import KEY, KM_COLUMNS, UPDATE_COLUMNS, JoinStats, JoinStrategy
@@ -78,9 +76,6 @@ class MeshJoin(JoinStrategy):
     def _bytes(self, positions) -> int:
         return int(sum(self.sizes.get(p, 0) for p in positions) * self.row_bytes)
 
-    def _snapshot_path(self) -> Path:
-        return self.cfg.warehouse_path / "_meta" / "runs" / f"{self.run_key}.{self.name}.json"
-
     def _meets(self, lo: int, hi: int):
         """Spark twin of ``MeshSchedule.meets`` over the columns ``_q`` and ``_p``."""
         from pyspark.sql import functions as F
@@ -99,10 +94,8 @@ class MeshJoin(JoinStrategy):
 
         self.run_key = run_key
         self.batch_sizes = {int(r["batch_index"]): int(r["count"]) for r in ingested.groupBy("batch_index").count().collect()}
-        snap = self._snapshot_path()
-        if snap.exists():
-            data = json.loads(snap.read_text())
-        else:
+
+        def layout_now() -> dict:
             # Rows per partition from the partition column alone (answered from Parquet footers).
             rows = {int(r["segment_id"]): int(r["count"]) for r in self.key_map().groupBy("segment_id").count().collect()}
             total_bytes = table_bytes(self.spark, self.cfg, "key_map")
@@ -112,14 +105,14 @@ class MeshJoin(JoinStrategy):
             sizes: dict[int, int] = {}
             for pid, n in rows.items():
                 sizes[disk_segment_of(pid, bounds)] = sizes.get(disk_segment_of(pid, bounds), 0) + n
-            data = {
+            return {
                 "k": len(bounds) + 1,
                 "boundaries": bounds,
                 "sizes": {str(p): n for p, n in sizes.items()},
                 "row_bytes": (total_bytes / sum(rows.values())) if rows else 128.0,
             }
-            snap.parent.mkdir(parents=True, exist_ok=True)
-            snap.write_text(json.dumps(data))
+
+        data = self.run_snapshot(layout_now)
         self.schedule = MeshSchedule(int(data["k"]))
         self.boundaries = [int(b) for b in data["boundaries"]]
         self.sizes = {int(p): int(n) for p, n in data["sizes"].items()}
@@ -258,7 +251,7 @@ class MeshJoin(JoinStrategy):
         return disk_segment_of(partition_id, self.boundaries)
 
     def end(self) -> None:
-        self._snapshot_path().unlink(missing_ok=True)  # the run is over: nothing depends on it
+        self.forget_snapshot()
 
     def stats(self) -> JoinStats:
         return self._stats

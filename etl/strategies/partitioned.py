@@ -20,8 +20,6 @@ the rest of the run releases exactly what an uninterrupted run would.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 
 from etl.policy import PartitionPolicy
 from etl.segments import segment_column
@@ -80,9 +78,6 @@ class PartitionedJoin(JoinStrategy):
                 totals[seg] = totals.get(seg, 0) + n
         return self.policy.route(totals)
 
-    def _snapshot_path(self) -> Path:
-        return self.cfg.warehouse_path / "_meta" / "runs" / f"{self.run_key}.{self.name}.json"
-
     # ------------------------------------------------------------------ run start / restart
 
     def begin(self, run_key: str, ingested, done_steps: list[int], ledger_rows: list) -> None:
@@ -91,20 +86,18 @@ class PartitionedJoin(JoinStrategy):
         from etl.tables import read, table_bytes
 
         self.run_key = run_key
-        snap = self._snapshot_path()
-        if snap.exists():
-            data = json.loads(snap.read_text())
-        else:
+
+        def sizes_now() -> dict:
             # Rows per segment: only the partition column is selected, so Spark answers from the
             # Parquet footers' row counts without reading key_map's data.
             counts = self.key_map().groupBy("segment_id").count().collect()
             total_rows = sum(int(r["count"]) for r in counts)
-            data = {
+            return {
                 "sizes": {str(r["segment_id"]): int(r["count"]) for r in counts},
                 "row_bytes": (table_bytes(self.spark, self.cfg, "key_map") / total_rows) if total_rows else 128.0,
             }
-            snap.parent.mkdir(parents=True, exist_ok=True)
-            snap.write_text(json.dumps(data))
+
+        data = self.run_snapshot(sizes_now)
         self.sizes = {int(k): v for k, v in data["sizes"].items()}
         self.row_bytes = float(data["row_bytes"]) or 128.0
 
@@ -252,7 +245,7 @@ class PartitionedJoin(JoinStrategy):
         from delta.tables import DeltaTable
 
         DeltaTable.forPath(self.spark, self._wait_buffer_path()).delete(f"run_key = '{self.run_key}'")
-        self._snapshot_path().unlink(missing_ok=True)  # the run is over: nothing depends on it
+        self.forget_snapshot()
 
     def stats(self) -> JoinStats:
         return self._stats

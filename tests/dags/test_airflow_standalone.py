@@ -111,6 +111,15 @@ class Airflow:
                 raise AssertionError(done.stdout + done.stderr)
             time.sleep(5)
 
+    def trigger(self, dag_id, start, end):
+        """A run for the data interval [start, end) through the REST API; logical date = start, as
+        the timetable and backfills number runs."""
+        return self.api(
+            f"/dags/{dag_id}/dagRuns",
+            "POST",
+            {"logical_date": start, "data_interval_start": start, "data_interval_end": end, "conf": {}},
+        )
+
     def runs(self, dag_id):
         return self.api(f"/dags/{dag_id}/dagRuns?order_by=logical_date&limit=100")["dag_runs"]
 
@@ -162,17 +171,7 @@ def snapshot(spark, cfg):
 
 
 def test_a_run_triggered_through_the_rest_api_succeeds_and_returns_its_summary(airflow):
-    # Logical date = interval start, as the timetable and backfills number runs.
-    run = airflow.api(
-        "/dags/etl_load/dagRuns",
-        "POST",
-        {
-            "logical_date": f"{DAY}T10:00:00Z",
-            "data_interval_start": f"{DAY}T10:00:00Z",
-            "data_interval_end": f"{DAY}T10:10:00Z",
-            "conf": {},
-        },
-    )
+    run = airflow.trigger("etl_load", f"{DAY}T10:00:00Z", f"{DAY}T10:10:00Z")
     assert run["data_interval_start"].startswith(f"{DAY}T10:00")
     airflow.wait_until_finished("etl_load", 1)
     xcom = airflow.api(f"/dags/etl_load/dagRuns/{run['dag_run_id']}/taskInstances/report/xcomEntries/return_value")
@@ -221,16 +220,7 @@ def test_rerunning_a_completed_run_changes_nothing(airflow, spark):
 
 
 def test_the_quality_report_dag_writes_suites_plots_and_windows(airflow):
-    run = airflow.api(
-        "/dags/etl_quality_report/dagRuns",
-        "POST",
-        {
-            "logical_date": f"{DAY}T10:00:00Z",
-            "data_interval_start": f"{DAY}T10:00:00Z",
-            "data_interval_end": f"{DAY}T10:30:00Z",
-            "conf": {},
-        },
-    )
+    run = airflow.trigger("etl_quality_report", f"{DAY}T10:00:00Z", f"{DAY}T10:30:00Z")
     assert run["data_interval_start"].startswith(f"{DAY}T10:00")
     airflow.wait_until_finished("etl_quality_report", 1)
     xcom = airflow.api(f"/dags/etl_quality_report/dagRuns/{run['dag_run_id']}/taskInstances/publish/xcomEntries/return_value")

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup demo test test-fast airflow-start airflow-stop clean
+.PHONY: setup demo test test-fast simulate benchmark crash-matrix airflow-start airflow-stop clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh
 	@scripts/setup.sh $(VENV)
@@ -19,6 +19,15 @@ test: setup
 
 test-fast: setup  ## the tests that need neither Spark nor Airflow
 	$(PY) -m pytest -m "not spark and not airflow" $(PYTEST_ARGS)
+
+simulate: setup  ## the thesis's Figures 6.5-6.13 from the simulator (about 9 minutes)
+	$(VENV)/bin/etl simulate figures --out docs/results/simulator
+
+benchmark: setup  ## the four strategies in Spark at several rates (small size: about 40 minutes)
+	$(PY) benchmarks/strategies.py --size small --out docs/results/strategies
+
+crash-matrix: setup  ## SIGKILL at every commit point of every strategy (about 40 minutes)
+	ETL_CRASH_MATRIX=full ETL_CRASH_REPORT=var/crash-matrix.json $(PY) -m pytest tests/etl/test_crash.py $(PYTEST_ARGS)
 
 airflow-start: setup  ## Airflow standalone on http://127.0.0.1:8080 (SQLite, this project's DAGs)
 	@scripts/airflow.sh start

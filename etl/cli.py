@@ -3,6 +3,7 @@
     etl generate --start 2026-11-22T10:00 --duration 300 --rate 40
     etl run --start 2026-11-22T10:00 --end 2026-11-22T10:05 [--join-strategy native]
     etl ingest|load|validate|report --start ... --end ...
+    etl simulate figures|recommend|run ...   (no Spark: the thesis's simulator)
 
 Settings come from ``--config FILE`` (or ``$ETL_CONFIG``), ``ETL_*`` variables and the flags
 below, in that order of precedence (flags win). Exit codes: 0 ok, 2 bad configuration or input,
@@ -16,6 +17,7 @@ import argparse
 import json
 import logging
 import sys
+from pathlib import Path
 
 from etl.config import JOIN_STRATEGIES, ConfigError, EtlConfig, load_config
 
@@ -85,9 +87,74 @@ def build_parser() -> argparse.ArgumentParser:
     maintain = sub.add_parser("maintain", help="OPTIMIZE, VACUUM and rebalance key_map segments (takes the load lock)")
     _common(maintain)
     maintain.add_argument(
-        "--steps", default="rebalance,optimize,vacuum", help="comma-separated subset of rebalance,optimize,vacuum"
+        "--steps", default="rebalance,optimize,vacuum", help="comma-separated subset of rebalance,optimize,vacuum; or relayout: lay key_map out for --join-strategy (range or hash)"
     )
+    sim = sub.add_parser("simulate", help="the thesis's simulator: reproduce its figures, or recommend a strategy")
+    sim_sub = sim.add_subparsers(dest="sim_command", required=True)
+    figs = sim_sub.add_parser("figures", help="Figures 6.5-6.13 as PNG + JSON (minutes; --quick: fewer points)")
+    figs.add_argument("--out", default="docs/results/simulator", help="output directory")
+    figs.add_argument("--quick", action="store_true", help="every other point of each sweep, 10 simulated minutes")
+    for name, text in (
+        ("recommend", "simulate every strategy on your workload and recommend one, with settings"),
+        ("run", "simulate one strategy and print its metrics as JSON"),
+    ):
+        p = sim_sub.add_parser(name, help=text)
+        if name == "run":
+            p.add_argument("--strategy", choices=("partitioned-range", "partitioned-hash", "meshjoin", "native"), required=True)
+        p.add_argument("--rate", type=float, default=1000.0, help="average updates per second (thesis: 1000)")
+        p.add_argument("--relation-mb", type=float, default=200.0, help="size of key_map, MB (thesis: 200)")
+        p.add_argument("--memory-mb", type=float, default=40.0, help="memory of the join, MB (thesis: 40)")
+        p.add_argument("--b", type=float, default=0.6, help="b-model burstiness, 0.5 smooth .. <1 bursty (thesis: 0.6)")
+        p.add_argument("--pqrs", default="", help="key skew as PQRS p,q,r,s (default: the simulator's)")
+        p.add_argument("--n-invoke", type=int, default=3000, help="probe threshold (thesis: 3000)")
+        p.add_argument("--minutes", type=float, default=20.0, help="simulated minutes (default 20)")
+        p.add_argument("--seed", type=int, default=7)
     return parser
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from etl.simulator import experiments
+    from etl.simulator.model import MB, SimParams
+
+    if args.sim_command == "figures":
+        base = SimParams(duration_s=600.0, warmup_s=60.0) if args.quick else SimParams()
+        command = "etl simulate figures --out " + args.out + (" --quick" if args.quick else "")
+        results = experiments.run_experiments(base, quick=args.quick, progress=_progress)
+        out = Path(args.out)
+        json_path = experiments.write_results(results, out, command)
+        for path in experiments.write_figures(results, out):
+            _progress(f"wrote {path}")
+        _progress(f"wrote {json_path} ({results['wall_seconds']:.0f} s of simulation)")
+        return 0
+    try:
+        fields = dict(
+            rate=args.rate,
+            relation_bytes=int(args.relation_mb * MB),
+            memory_budget=int(args.memory_mb * MB),
+            b=args.b,
+            n_invoke=args.n_invoke,
+            duration_s=args.minutes * 60,
+            warmup_s=min(360.0, args.minutes * 60 / 8),
+            seed=args.seed,
+        )
+        if args.pqrs:
+            pqrs = tuple(float(x) for x in args.pqrs.split(","))
+            if len(pqrs) != 4 or abs(sum(pqrs) - 1) > 1e-9 or min(pqrs) < 0:
+                raise ValueError("--pqrs: expected four non-negative numbers p,q,r,s summing to 1")
+            fields["pqrs"] = pqrs
+        params = SimParams(**fields)
+    except ValueError as exc:
+        print(f"etl: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.sim_command == "recommend":
+        _print(experiments.recommend(params, progress=_progress), True)
+    else:
+        from etl.simulator.engine import simulate
+
+        result = simulate(args.strategy, params).as_dict()
+        result.pop("buffered")
+        _print(result, True)
+    return 0
 
 
 def config_from_args(args: argparse.Namespace) -> EtlConfig:
@@ -120,6 +187,8 @@ def _print(summary: dict, as_json: bool, text: str | None = None) -> None:
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
+    if args.command == "simulate":
+        return _simulate(args)
     try:
         cfg = config_from_args(args)
         if args.command == "generate":

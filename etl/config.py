@@ -73,6 +73,9 @@ class EtlConfig:
     # holding 64-byte stream tuples.
     h_mark: int = 6400
     l_mark: int = 128
+    # Block granularity (partitioned strategies): above h_mark a load batch spans this many
+    # arrival windows of micro_batch_seconds, until the backlog falls below l_mark.
+    block_factor: int = 4
 
     extra: Mapping[str, str] = field(default_factory=dict)  # free-form, for site-specific settings
 
@@ -154,6 +157,7 @@ def _validate(cfg: EtlConfig) -> None:
     need(0 < cfg.r_wb <= 1, "r_wb", "must be in (0, 1]")
     need(cfg.rho >= 0, "rho", "must be >= 0")
     need(0 <= cfg.l_mark <= cfg.h_mark, "l_mark", "must be between 0 and h_mark")
+    need(cfg.block_factor >= 1, "block_factor", "must be at least 1 (1 turns block granularity off)")
     need(0 <= cfg.max_rejected_fraction <= 1, "max_rejected_fraction", "must be in [0, 1]")
 
 

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from etl.config import EtlConfig
+from etl.faults import crash_point
 from etl.ingest import Interval
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,9 @@ def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
         valid = checked.where(F.col("reject_reason").isNull())
         rejected = checked.where(F.col("reject_reason").isNotNull())
         replace_partition(to_ingested(valid, interval, cfg.micro_batch_seconds), cfg, "ingested_updates", "run_key", interval.run_key)
+        crash_point("ingest.ingested_written")
         replace_partition(to_rejected(rejected, interval, cfg.max_record_bytes), cfg, "rejected_updates", "run_key", interval.run_key)
+        crash_point("ingest.rejected_written")
         reasons = Counter({r[0]: r[1] for r in rejected.groupBy("reject_reason").count().collect()})
         lines = checked.count()
     finally:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
 from etl.config import JOIN_STRATEGIES, ConfigError, EtlConfig
+from etl.faults import crash_point
 from etl.ingest import Interval
 from etl.segments import load_layout, segment_column
 from etl.strategies import JoinStats, get_strategy
@@ -160,7 +161,7 @@ class Loader:
         result.recovered_batches = len(self.recover())
         self.check_no_overlap(interval)
         ingested = read(self.spark, self.cfg, "ingested_updates").where(f"run_key = '{interval.run_key}'")
-        indexes = sorted(r[0] for r in ingested.select("batch_index").distinct().collect())
+        ingested, indexes = self._plan(ingested, progress)
         done = self._done_batches(interval.run_key)
         result.skipped_batches = len([i for i in indexes if i in done])
         todo = [i for i in indexes if i not in done]
@@ -180,6 +181,28 @@ class Loader:
         self.strategy.end()
         return result
 
+    def _plan(self, ingested, progress=None):
+        """The run's load batches. The partitioned strategies switch granularity by backlog
+        (``policy.plan_batches``): under a heavy backlog one batch spans ``block_factor`` arrival
+        windows and takes the first window's ``batch_index``. The plan is a pure function of the
+        run's ingested counts, so a restart plans the same batches."""
+        from pyspark.sql import functions as F
+
+        from etl.policy import Granularity, plan_batches
+
+        counts = {int(r[0]): int(r[1]) for r in ingested.groupBy("batch_index").count().collect()}
+        if not self.strategy.name.startswith("partitioned") or self.cfg.block_factor == 1:
+            return ingested, sorted(counts)
+        cfg = self.cfg
+        groups = plan_batches(counts, Granularity(cfg.micro_batch_seconds, cfg.l_mark, cfg.h_mark, cfg.block_factor))
+        merged = [g for g in groups if len(g) > 1]
+        if not merged:
+            return ingested, sorted(counts)
+        if progress:
+            progress(f"block granularity: {sum(map(len, merged))} of {len(counts)} arrival windows in {len(merged)} batches")
+        first_of = F.create_map(*[F.lit(x) for g in groups for w in g for x in (w, g[0])])
+        return ingested.withColumn("batch_index", first_of[F.col("batch_index")]), [g[0] for g in groups]
+
     def _commit(self, run_key: str, batch_index: int, joined, started: float) -> BatchResult:
         from pyspark.sql import functions as F
 
@@ -195,6 +218,7 @@ class Loader:
             F.lit(batch_seq).cast("long").alias("batch_seq"),
         )
         append_once(decided.withColumn("batch_index", F.lit(batch_index)), self.cfg, "outcome_log", batch_seq)
+        crash_point("load.outcome_logged")
         return self._apply(run_key, batch_index, batch_seq, started, next_key, self.strategy.stats())
 
     def _apply(
@@ -254,6 +278,7 @@ class Loader:
                 )
                 .execute()
             )
+            crash_point("load.key_map_merged")
             self.strategy.keys_committed(km)
             km.unpersist()
 
@@ -266,8 +291,10 @@ class Loader:
                 .whenNotMatchedInsertAll()
                 .execute()
             )
+            crash_point("load.current_merged")
             append_once(outcomes.where("applies"), cfg, "applied_changes", batch_seq)
             append_once(outcomes.where("NOT applies"), cfg, "duplicates_quarantine", batch_seq)
+            crash_point("load.changes_appended")
 
             committed = time.time()
             delay_avg = committed - agg["avg_arrival_us"] / 1e6 if agg["avg_arrival_us"] is not None else None
@@ -314,6 +341,7 @@ class Loader:
             "duration_s": committed - started,
         }
         self._append_row(metrics, "join_metrics", batch_seq)
+        crash_point("load.metrics_appended")
         ledger = {
             "run_key": run_key,
             "batch_index": batch_index,
@@ -325,6 +353,7 @@ class Loader:
             "committed_at": committed_at,
         }
         self._append_row(ledger, "batch_ledger", batch_seq)
+        crash_point("load.ledger_appended")
         return BatchResult(
             run_key, batch_index, batch_seq, n, counts, counts["new"], delay_avg, delay_p99, committed - started
         )

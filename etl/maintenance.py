@@ -31,6 +31,7 @@ from warehouse.schemas import TABLES
 log = logging.getLogger(__name__)
 PENDING = ".next"
 STEPS = ("rebalance", "optimize", "vacuum")
+ON_DEMAND = ("relayout",)  # run only when asked for: it rewrites all of key_map
 
 
 class MaintenanceBlocked(RuntimeError):
@@ -136,6 +137,49 @@ def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8) -> dict:
     return result
 
 
+def relayout(spark, cfg: EtlConfig) -> dict:
+    """Lay ``key_map`` out for the configured join strategy: by hash into ``n_part`` segments for
+    ``partitioned-hash``, by key range (an even slot array over ``key_domain``, then rebalanced
+    to theta..2*theta) for ``partitioned-range``. One Delta commit rewrites ``segment_id`` and
+    nothing else; the layout is staged and promoted like a rebalance's."""
+    from pyspark.sql import functions as F
+
+    from etl.segments import HashLayout
+    from etl.tables import read
+
+    settle_pending_layout(spark, cfg)
+    current = load_layout(cfg)
+    wanted = {"partitioned-hash": "hash", "partitioned-range": "range"}.get(cfg.join_strategy)
+    if wanted is None:
+        return {"step": "relayout", "skipped": f"{cfg.join_strategy} works with either layout (kept: {current.kind})"}
+    if current.kind == wanted:
+        return {"step": "relayout", "skipped": f"key_map is already laid out by {wanted}"}
+    unfinished = _unfinished_runs(spark, cfg)
+    if unfinished:
+        raise MaintenanceBlocked(
+            f"relayout: runs {', '.join(unfinished)} are not finished (their pending updates are kept by "
+            "segment); finish them (rerun their load) and retry"
+        )
+    layout = HashLayout(cfg.n_part) if wanted == "hash" else SlotArray.even(cfg.key_domain, cfg.n_part)
+    seg = segment_column(layout)
+    km = read(spark, cfg, "key_map")
+    rows = km.count()
+    write_layout(cfg, layout, PENDING)
+    (
+        km.withColumn("segment_id", seg(F.col("source_id"), F.col("natural_key")))
+        .select(TABLES["key_map"].schema.fieldNames())
+        .write.format("delta")
+        .mode("overwrite")
+        .save(cfg.table_path("key_map"))
+    )
+    settle_pending_layout(spark, cfg)
+    result = {"step": "relayout", "from": current.kind, "to": wanted, "rows": rows, "segments": len(set(layout.segments))}
+    if wanted == "range":
+        result["rebalance"] = rebalance(spark, cfg)
+    log.info("relayout of key_map: %s", result)
+    return result
+
+
 def optimize(spark, cfg: EtlConfig) -> dict:
     from delta.tables import DeltaTable
 
@@ -158,9 +202,9 @@ def vacuum(spark, cfg: EtlConfig) -> dict:
 def check_steps(steps) -> list[str]:
     from etl.config import ConfigError
 
-    unknown = [s for s in steps if s not in STEPS]
+    unknown = [s for s in steps if s not in STEPS + ON_DEMAND]
     if unknown:
-        raise ConfigError(f"--steps: unknown step(s) {', '.join(unknown)}; valid: {', '.join(STEPS)}")
+        raise ConfigError(f"--steps: unknown step(s) {', '.join(unknown)}; valid: {', '.join(STEPS + ON_DEMAND)}")
     return list(steps)
 
 
@@ -172,8 +216,9 @@ def maintain(spark, cfg: EtlConfig, steps=STEPS, progress=None) -> dict:
     ensure_tables(spark, cfg)
     results = []
     with LoadLock(cfg.warehouse_path, f"maintenance ({', '.join(steps)})"):
-        for step in (s for s in STEPS if s in steps):
+        for step in (s for s in ON_DEMAND + STEPS if s in steps):
             if progress:
                 progress(f"maintenance: {step} ...")
-            results.append({"rebalance": rebalance, "optimize": optimize, "vacuum": vacuum}[step](spark, cfg))
+            run = {"relayout": relayout, "rebalance": rebalance, "optimize": optimize, "vacuum": vacuum}[step]
+            results.append(run(spark, cfg))
     return {"steps": results}

@@ -224,3 +224,24 @@ class Granularity:
         elif self.mode == "block" and backlog_tuples < self.l_mark:
             self.mode = "tuple"
         return self.base_seconds * (self.block_factor if self.mode == "block" else 1)
+
+
+def plan_batches(window_counts: Mapping[int, int], granularity: Granularity) -> list[list[int]]:
+    """Group a run's arrival windows (``batch_index`` -> updates) into the micro-batches the loader
+    submits: one window per batch in tuple granularity, ``block_factor`` consecutive windows in
+    block granularity. The backlog a decision sees is the updates the next batch would take at
+    the current granularity, so the grouping is a pure function of the run's ingested counts:
+    a restarted load plans the same batches (each named by its first window) and skips the done.
+    """
+    windows = sorted(window_counts)
+    groups: list[list[int]] = []
+    i = 0
+    while i < len(windows):
+        width = granularity.block_factor if granularity.mode == "block" else 1
+        start = windows[i]
+        backlog = sum(window_counts[w] for w in windows[i:] if w < start + width)
+        width = granularity.next_batch_seconds(backlog) // granularity.base_seconds
+        group = [w for w in windows[i:] if w < start + width]
+        groups.append(group)
+        i += len(group)
+    return groups

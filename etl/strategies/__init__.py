@@ -20,7 +20,7 @@ def get_strategy(name: str, spark, cfg, layout) -> JoinStrategy:
         if layout.kind != variant:
             raise ConfigError(
                 f"setting 'join_strategy' = {name!r}: this warehouse's key_map is laid out by {layout.kind}, "
-                f"{name} needs a {variant} layout; use a new warehouse_root (relayout is not available yet)"
+                f"{name} needs a {variant} layout; convert it with `etl maintain --steps relayout --join-strategy {name}`"
             )
         return PartitionedJoin(spark, cfg, layout, variant)
     from etl.strategies.meshjoin import MeshJoin

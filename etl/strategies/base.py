@@ -72,9 +72,16 @@ class JoinStrategy(ABC):
         path = self._snapshot_path()
         if path.exists():
             return json.loads(path.read_text())
+        import os
+
+        from etl.faults import crash_point
+
         data = compute()
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data))
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(data))
+        os.replace(tmp, path)  # atomic: a crash leaves the old state or the whole snapshot
+        crash_point("strategy.snapshot_written")
         return data
 
     def forget_snapshot(self) -> None:

@@ -21,6 +21,7 @@ the rest of the run releases exactly what an uninterrupted run would.
 from __future__ import annotations
 
 
+from etl.faults import crash_point
 from etl.policy import PartitionPolicy
 from etl.segments import segment_column
 from etl.strategies.base import KEY, KM_COLUMNS, UPDATE_COLUMNS, JoinStats, JoinStrategy
@@ -152,6 +153,7 @@ class PartitionedJoin(JoinStrategy):
                 .option("txnVersion", batch_index)
                 .save(self._wait_buffer_path())
             )
+            crash_point("partitioned.wait_buffer_appended")
         parts = []
         if joined_segs:
             mine = b.where(F.col("segment_id").isin(sorted(joined_segs))).select(*UPDATE_COLUMNS)
@@ -245,6 +247,7 @@ class PartitionedJoin(JoinStrategy):
         from delta.tables import DeltaTable
 
         DeltaTable.forPath(self.spark, self._wait_buffer_path()).delete(f"run_key = '{self.run_key}'")
+        crash_point("partitioned.wait_buffer_released")
         self.forget_snapshot()
 
     def stats(self) -> JoinStats:

@@ -79,3 +79,39 @@ def test_an_interrupted_rebalance_is_settled_by_what_the_table_follows(spark, sk
     # The table follows it (crash after the commit): it is promoted.
     pending.write_text(current.refined().to_json())
     assert settle_pending_layout(spark, cfg) == "promoted" and load_layout(cfg) == current.refined()
+
+
+def test_relayout_switches_key_map_between_range_and_hash_and_loads_stay_exact(spark, skewed):
+    from pyspark.sql import functions as F
+
+    from etl.config import ConfigError
+    from etl.load import Loader
+    from etl.segments import HashLayout
+
+    cfg = skewed.replace(join_strategy="partitioned-hash")
+    with pytest.raises(ConfigError, match="relayout --join-strategy partitioned-hash"):
+        Loader(spark, cfg)  # a range-laid warehouse is refused, with the fix in the message
+    before = {(r.source_id, r.natural_key): r.asDict() for r in read(spark, cfg, "key_map").collect()}
+
+    result = maintain(spark, cfg, ["relayout"])["steps"][0]
+    assert (result["from"], result["to"], result["rows"]) == ("range", "hash", len(before))
+    layout = load_layout(cfg)
+    assert isinstance(layout, HashLayout) and layout.n_part == cfg.n_part
+    after = read(spark, cfg, "key_map").withColumn("expected", segment_column(layout)(F.col("source_id"), F.col("natural_key")))
+    rows = {(r.source_id, r.natural_key): r.asDict() for r in after.collect()}
+    assert set(rows) == set(before)
+    for key, row in rows.items():
+        assert row.pop("segment_id") == row.pop("expected")
+        old = dict(before[key])
+        old.pop("segment_id")
+        assert row == old
+    assert maintain(spark, cfg, ["relayout"])["steps"][0]["skipped"].startswith("key_map is already")
+
+    jobs.ingest(spark, cfg, SECOND)
+    jobs.load(spark, cfg, SECOND)  # partitioned-hash on the new layout
+    assert_equals_oracle(spark, cfg)
+
+    back = maintain(spark, cfg.replace(join_strategy="partitioned-range"), ["relayout"])["steps"][0]
+    assert (back["from"], back["to"]) == ("hash", "range") and "rebalance" in back
+    assert isinstance(load_layout(cfg), SlotArray)
+    assert read(spark, cfg, "key_map").count() == read(spark, cfg, "key_map").select("source_id", "natural_key").distinct().count()

@@ -155,3 +155,29 @@ def test_a_resident_segment_that_grows_past_the_budget_evicts_the_coldest():
     assert p.resize(2, 700) == [1]  # 1100 > 1000: segment 1 is colder per byte
     assert p.resident == {2: 700}
     assert p.resize(3, 10) == []  # not resident: nothing to do
+
+
+def test_plan_batches_groups_windows_under_a_backlog_and_returns_with_hysteresis():
+    from etl.policy import plan_batches
+
+    counts = {0: 5, 1: 200, 2: 50, 3: 50, 4: 50, 5: 30, 6: 30, 7: 30, 8: 30, 9: 1, 10: 1, 11: 1, 12: 1, 20: 300}
+    g = Granularity(base_seconds=10, l_mark=10, h_mark=100, block_factor=4)
+    # 1 is over h_mark: block of 4 windows; 5..8 still sum to 120 >= l_mark: stay in block;
+    # 9..12 (4 updates) is below l_mark: back to one window per batch; 20 bursts again.
+    assert plan_batches(counts, g) == [[0], [1, 2, 3, 4], [5, 6, 7, 8], [9], [10], [11], [12], [20]]
+
+
+def test_plan_batches_is_a_pure_function_of_the_counts_and_covers_every_window_once():
+    import random
+
+    from etl.policy import plan_batches
+
+    rng = random.Random(1)
+    for _ in range(50):
+        counts = {i: rng.choice([0, 3, 50, 400]) for i in sorted(rng.sample(range(40), 20))}
+        plan = plan_batches(counts, Granularity(10, 10, 100, 3))
+        assert plan == plan_batches(counts, Granularity(10, 10, 100, 3))
+        assert [w for g in plan for w in g] == sorted(counts)
+        assert all(g[-1] - g[0] < 3 for g in plan)
+    assert plan_batches({}, Granularity(10, 10, 100, 3)) == []
+    assert plan_batches({0: 999, 1: 999}, Granularity(10, 10, 100, 1)) == [[0], [1]]

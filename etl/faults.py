@@ -1,0 +1,49 @@
+"""Named crash points: every place where a load can die between two durable writes.
+
+The crash harness (tests/etl/test_crash.py) sets ``ETL_CRASH_AT=<point>:<n>`` on a job it starts
+in its own process group; the n-th time the job passes ``<point>`` the whole group (the Python
+driver and its JVM) is killed with SIGKILL, as a lost machine would be. Unset, a crash point
+costs one environment lookup.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENV = "ETL_CRASH_AT"
+
+# Every crash point, in the order a load passes them; which strategies pass which.
+LOAD_POINTS = (
+    "load.outcome_logged",  # the write-ahead log has the batch; nothing applied yet
+    "load.key_map_merged",
+    "load.current_merged",
+    "load.changes_appended",  # applied_changes + duplicates_quarantine
+    "load.metrics_appended",
+    "load.ledger_appended",  # the batch is done
+)
+PARTITIONED_POINTS = (
+    "strategy.snapshot_written",
+    "partitioned.wait_buffer_appended",
+    "partitioned.wait_buffer_released",
+)
+MESHJOIN_POINTS = ("strategy.snapshot_written",)
+INGEST_POINTS = ("ingest.ingested_written", "ingest.rejected_written")
+
+_passed: dict[str, int] = {}
+
+
+def crash_point(name: str) -> None:
+    spec = os.environ.get(ENV)
+    if not spec:
+        return
+    target, _, nth = spec.partition(":")
+    if target != name:
+        return
+    _passed[name] = _passed.get(name, 0) + 1
+    if _passed[name] == int(nth or 1):
+        # Kill the whole group only when this job leads it (the harness starts it that way);
+        # otherwise just this process, never the caller's group.
+        if os.getpgrp() == os.getpid():
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,125 @@
+"""docker/: the compose file parses, its versions match the project's pins, and its Airflow
+connection and paths line up with the package. No Docker engine is needed; `docker compose config`
+runs too where the client has the compose plugin."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tomllib
+from dataclasses import fields
+
+import pytest
+import yaml
+
+from etl.airflow_support import SPARK_CONN_ID
+from etl.config import ENV_PREFIX, EtlConfig
+from tests.dags.conftest import ROOT
+
+DOCKER = ROOT / "docker"
+AIRFLOW_SERVICES = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")
+SPARK_SERVICES = ("spark-master", "spark-worker-1", "spark-worker-2")
+ETL_IMAGE_SERVICES = ("airflow-init", *AIRFLOW_SERVICES, *SPARK_SERVICES)
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    return yaml.safe_load((DOCKER / "compose.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def pins() -> dict[str, str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
+    out = dict(re.match(r"([A-Za-z0-9_.\-]+)==(.+)", r).groups() for r in reqs if "==" in r)
+    out["python"] = re.search(r">=(\d+\.\d+)", project["requires-python"]).group(1)
+    return out
+
+
+def dockerfile_args() -> dict[str, str]:
+    return dict(re.findall(r"^ARG (\w+)=(\S+)$", (DOCKER / "Dockerfile").read_text(), re.M))
+
+
+def test_every_service_is_there_and_runs_this_projects_image(compose):
+    services = compose["services"]
+    assert {"postgres", *ETL_IMAGE_SERVICES} <= set(services)
+    images = {services[s]["image"] for s in ETL_IMAGE_SERVICES}
+    assert images == {"active-dw-etl:0.1.0"}
+    assert services["airflow-scheduler"]["command"] == "scheduler"
+    assert services["airflow-dag-processor"]["command"] == "dag-processor"
+    assert services["airflow-triggerer"]["command"] == "triggerer"
+    assert services["airflow-apiserver"]["command"] == "api-server"
+    assert services["spark-master"]["entrypoint"][-1] == "org.apache.spark.deploy.master.Master"
+    for w in ("spark-worker-1", "spark-worker-2"):
+        assert services[w]["entrypoint"][-1] == "org.apache.spark.deploy.worker.Worker"
+
+
+def test_versions_match_the_pins(compose, pins):
+    args = dockerfile_args()
+    assert args["AIRFLOW_VERSION"] == pins["apache-airflow"]
+    assert args["PYTHON_VERSION"] == pins["python"]
+    assert compose["services"]["airflow-scheduler"]["build"]["args"] == {
+        "AIRFLOW_VERSION": pins["apache-airflow"], "PYTHON_VERSION": pins["python"]}
+    assert compose["services"]["airflow-scheduler"]["image"].endswith(":" + tomllib.loads(
+        (ROOT / "pyproject.toml").read_text())["project"]["version"])
+    text = (DOCKER / "Dockerfile").read_text()
+    # Everything, Spark and Delta included, is installed under the project's constraints.
+    assert re.search(r"pip install .*-c /opt/etl/constraints.txt", text)
+    constraints = (ROOT / "constraints.txt").read_text()
+    for name in ("pyspark", "delta-spark", "apache-airflow", "apache-airflow-providers-apache-spark", "great-expectations"):
+        spelled = re.escape(name).replace(r"\-", "[-_]")  # pip writes delta_spark or delta-spark
+        assert re.search(rf"^{spelled}=={re.escape(pins[name])}$", constraints, re.M | re.I), name
+    assert "openjdk-17" in text  # Spark 4 needs Java 17+
+
+
+def test_the_spark_connection_points_at_the_compose_master(compose):
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    env = compose["services"]["airflow-scheduler"]["environment"]
+    var = f"AIRFLOW_CONN_{SPARK_CONN_ID.upper()}"
+    conn = json.loads(env[var])
+    master_cmd = compose["services"]["spark-master"]["command"]
+    port = master_cmd[master_cmd.index("--port") + 1]
+    url = f"spark://spark-master:{port}"
+    assert f"{conn['host']}:{conn['port']}" == url == env["ETL_SPARK_MASTER"]
+    for w in ("spark-worker-1", "spark-worker-2"):
+        assert compose["services"][w]["command"][0] == url
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(var, env[var])
+        assert SparkSubmitHook(conn_id=SPARK_CONN_ID)._connection["master"] == url
+
+
+def test_paths_line_up_across_services_image_and_settings(compose):
+    text = (DOCKER / "Dockerfile").read_text()
+    settings = {f.name for f in fields(EtlConfig)}
+    for name in (*AIRFLOW_SERVICES, "airflow-init"):
+        env = compose["services"][name]["environment"]
+        etl_vars = {k: v for k, v in env.items() if k.startswith(ENV_PREFIX)}
+        assert {k[len(ENV_PREFIX):].lower() for k in etl_vars} <= settings, "every ETL_* variable is a real setting"
+        EtlConfig(**{k[len(ENV_PREFIX):].lower(): v for k, v in etl_vars.items()})
+        mount = dict(v.split(":")[::-1] for v in compose["services"][name]["volumes"])
+        assert mount["/opt/etl/var"] == "etl-var"
+        for key in ("ETL_WAREHOUSE_ROOT", "ETL_LANDING_ROOT", "ETL_GX_ROOT", "ETL_RUNS_ROOT", "ETL_REPORTS_ROOT"):
+            assert env[key].startswith("/opt/etl/var/"), key
+            assert f"{key}={env[key]}" in text, f"the image's default for {key} is the same path"
+        assert env["AIRFLOW__CORE__DAGS_FOLDER"] == "/opt/etl/dags"
+    # Executors read and write the same files as the driver: the same volume at the same path.
+    for name in SPARK_SERVICES:
+        assert "etl-var:/opt/etl/var" in compose["services"][name]["volumes"]
+    # The image carries every package pyproject installs, and the DAGs.
+    packages = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    for pkg in [p.rstrip("*") for p in packages] + ["dags"]:
+        assert f"COPY --chown=airflow:0 {pkg} /opt/etl/{pkg}" in text
+        assert (ROOT / pkg).is_dir()
+    assert "AIRFLOW__CORE__DAGS_FOLDER=/opt/etl/dags" in text
+
+
+def test_docker_compose_config_where_the_client_supports_it():
+    docker = shutil.which("docker")
+    if not docker or subprocess.run([docker, "compose", "version"], capture_output=True).returncode != 0:
+        pytest.skip("no `docker compose` plugin on this machine (the YAML is checked by the tests above)")
+    done = subprocess.run([docker, "compose", "-f", str(DOCKER / "compose.yaml"), "config", "--quiet"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr

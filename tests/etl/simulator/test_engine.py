@@ -1,0 +1,92 @@
+"""The simulator on small workloads (seconds): it drives the ETL's own policy, conserves tuples,
+and shows the thesis's directions."""
+
+import math
+
+import numpy as np
+import pytest
+
+from etl.config import EtlConfig
+from etl.simulator.engine import STRATEGIES, simulate
+from etl.simulator.experiments import recommend
+from etl.simulator.model import MB, SimParams
+from etl.simulator.workload import Relation, Trace
+
+SMALL = SimParams(rate=400.0, relation_bytes=24 * MB, memory_budget=8 * MB, duration_s=900.0, warmup_s=60.0,
+                  wait_buffer_bytes=1 * MB, n_invoke=1000, seed=3)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return Trace.generate(SMALL), Relation.generate(SMALL)
+
+
+def test_trace_and_relation_are_seeded_and_follow_the_parameters(small):
+    trace, relation = small
+    again = Trace.generate(SMALL)
+    assert np.array_equal(trace.ts, again.ts) and np.array_equal(trace.keys, again.keys)
+    assert len(trace) == round(SMALL.rate * SMALL.duration_s)
+    assert np.all(np.diff(trace.ts) >= 0) and trace.ts[-1] < SMALL.duration_s
+    assert len(relation.keys) == SMALL.relation_tuples
+    layout = relation.range_layout()
+    assert layout.segment_bytes.sum() == SMALL.relation_bytes
+    assert layout.segment_bytes.min() >= SMALL.theta and layout.segment_bytes.max() <= 2 * SMALL.theta
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_every_tuple_is_produced_or_still_buffered(strategy, small):
+    trace, relation = small
+    p = SMALL.replace(duration_s=2 * SMALL.duration_s, warmup_s=0.0)  # the trace ends halfway
+    res = simulate(strategy, p, trace, relation)
+    assert res.arrived == len(trace)
+    assert res.processed + res.final_backlog == res.arrived
+    assert res.avg_delay_s > 0 and res.p99_delay_s >= res.avg_delay_s
+
+
+def test_a_relation_that_fits_in_memory_is_probed_once_per_segment_and_never_evicted(small):
+    trace, relation = small
+    p = SMALL.replace(memory_budget=40 * MB)
+    res = simulate("partitioned-range", p, trace, relation)
+    assert res.evicted == 0
+    assert res.probes <= relation.range_layout().n_segments
+
+
+def test_a_tiny_wait_buffer_forces_overflow_probes(small):
+    trace, relation = small
+    roomy = simulate("partitioned-hash", SMALL, trace, relation)
+    tight = simulate("partitioned-hash", SMALL.replace(wait_buffer_bytes=64 * 256), trace, relation)
+    assert tight.probes > 3 * roomy.probes
+    assert tight.avg_delay_s < roomy.avg_delay_s
+
+
+def test_thesis_directions_on_a_small_workload(small):
+    trace, relation = small
+    res = {s: simulate(s, SMALL, trace, relation) for s in STRATEGIES}
+    # An order of magnitude less delay than MESHJOIN; range reads less of R than hash and native.
+    assert res["partitioned-range"].avg_delay_s * 5 < res["meshjoin"].avg_delay_s
+    assert res["partitioned-range"].disk_bytes < res["partitioned-hash"].disk_bytes
+    assert res["partitioned-range"].disk_bytes * 10 < res["native"].disk_bytes
+    # MESHJOIN's delay grows with its memory (longer queue segments); the partitioned join's does not.
+    more = SMALL.replace(memory_budget=16 * MB)
+    assert simulate("meshjoin", more, trace, relation).avg_delay_s > 1.3 * res["meshjoin"].avg_delay_s
+    assert simulate("partitioned-range", more, trace, relation).avg_delay_s <= res["partitioned-range"].avg_delay_s
+
+
+def test_meshjoin_saturates_where_its_cpu_per_step_exceeds_the_arrivals(small):
+    _, relation = small
+    # Capacity = w / (disk + (d/r) * (Q/n_bucket) * chain_step): about 900 tuples/s with 8 buckets.
+    p = SMALL.replace(n_bucket=8, duration_s=600.0, warmup_s=60.0)
+    low = simulate("meshjoin", p.replace(rate=400.0), Trace.generate(p.replace(rate=400.0)), relation)
+    high = simulate("meshjoin", p.replace(rate=2000.0), Trace.generate(p.replace(rate=2000.0)), relation)
+    w = p.meshjoin_queue_tuples // p.meshjoin_k
+    assert low.sustained and low.buffered[-1][1] <= 2 * w  # the input buffer holds at most a queue segment or two
+    assert not high.sustained and high.buffered[-1][1] > 0.3 * high.arrived
+
+
+def test_the_recommendation_is_a_valid_etl_configuration():
+    p = SMALL.replace(duration_s=300.0, warmup_s=30.0)
+    rec = recommend(p)
+    assert rec["recommended"]["join_strategy"] in STRATEGIES
+    EtlConfig(**rec["recommended"])  # every recommended setting is a real, valid setting
+    assert len(rec["candidates"]) == 2 * 4 + 2
+    assert all(not math.isnan(c["avg_delay_s"]) for c in rec["candidates"])

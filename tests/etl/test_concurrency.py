@@ -1,0 +1,64 @@
+"""Two real jobs against one warehouse at once: one loads, the other fails fast with a clear
+error (exit 5) and succeeds when retried; no update is lost or doubled, no key given twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from etl import jobs
+from tests.dags.conftest import ROOT
+from tests.etl.test_crash import RUN, SETTINGS, config, landing, tables  # noqa: F401 (landing: a fixture)
+
+pytestmark = pytest.mark.spark
+
+
+def start_load(cfg, strategy: str, log):
+    settings = {k: getattr(cfg, k) for k in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", *SETTINGS)}
+    cmd = [sys.executable, "-m", "etl.cli", "load", "--start", RUN.start.isoformat(), "--end", RUN.end.isoformat(),
+           "--join-strategy", strategy, "--settings-json", json.dumps(settings)]
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def test_two_loads_at_once_one_fails_fast_and_the_retry_changes_nothing(spark, landing, tmp_path):  # noqa: F811
+    strategy = "partitioned-range"
+    cfg = config(tmp_path / "shared", landing)
+    reference = config(tmp_path / "reference", landing)
+    for c in (cfg, reference):
+        jobs.ingest(spark, c, RUN)
+    jobs.load(spark, reference, RUN, strategy=strategy)
+
+    logs = [open(tmp_path / f"load-{i}.log", "w+") for i in range(2)]
+    started = time.monotonic()
+    procs = [start_load(cfg, strategy, log) for log in logs]
+    finished = {}
+    while len(finished) < 2 and time.monotonic() - started < 600:
+        for i, p in enumerate(procs):
+            if i not in finished and p.poll() is not None:
+                finished[i] = (p.returncode, time.monotonic() - started)
+        time.sleep(0.5)
+    assert len(finished) == 2, "a load did not finish within 10 minutes"
+    codes = sorted(code for code, _ in finished.values())
+    texts = []
+    for log in logs:
+        log.seek(0)
+        texts.append(log.read())
+    assert codes == [0, 5], f"expected one success and one 'locked' (exit 5): {finished}\n" + "\n---\n".join(t[-2000:] for t in texts)
+    loser = next(i for i, (code, _) in finished.items() if code == 5)
+    winner = 1 - loser
+    assert "is being loaded by" in texts[loser]
+    assert "retry" in texts[loser].lower()
+
+    # The retry: everything is done already; nothing changes.
+    retry = start_load(cfg, strategy, open(tmp_path / "retry.log", "w"))
+    assert retry.wait(timeout=600) == 0
+    assert tables(spark, cfg) == tables(spark, reference)
+    keys = [r.surrogate_key for r in spark.read.format("delta").load(cfg.table_path("key_map")).collect()]
+    assert len(keys) == len(set(keys))
+    assert finished[loser][1] < finished[winner][1]  # it failed while the other was still loading

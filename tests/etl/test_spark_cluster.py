@@ -1,0 +1,140 @@
+"""The job, unchanged, on a Spark standalone cluster: a master and two workers started from the
+installed pyspark on 127.0.0.1, the ETL submitted with ``--master spark://...``; its tables must
+equal a local-mode run's. Every process started here is stopped here."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from etl.airflow_support import APPLICATION, submit_conf
+from etl.generator import StreamSpec, generate_stream
+from etl.ingest import Interval
+from tests.conftest import T0
+from warehouse.schemas import DETERMINISTIC_TABLES
+
+pytestmark = pytest.mark.spark
+
+STRATEGY = "partitioned-range"
+SETTINGS = {"memory_budget": 200_000, "n_invoke": 40, "wait_buffer_tuples": 300, "micro_batch_seconds": 60}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def spark_home() -> Path:
+    from pyspark.find_spark_home import _find_spark_home
+
+    return Path(_find_spark_home())
+
+
+class Cluster:
+    """A standalone master and workers as child processes in their own process groups."""
+
+    def __init__(self, root: Path, workers: int = 2) -> None:
+        self.root, self.procs = root, []
+        self.port, self.ui = free_port(), free_port()
+        self.url = f"spark://127.0.0.1:{self.port}"
+        self.env = dict(os.environ, SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP="127.0.0.1",
+                        SPARK_LOG_DIR=str(root / "logs"), PYSPARK_PYTHON=sys.executable)
+        self.work_dirs = [root / f"worker-{i}" for i in range(workers)]
+        self._start("master", "org.apache.spark.deploy.master.Master",
+                    "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui))
+        self.wait(lambda s: s.get("status") == "ALIVE", "the master")
+        for i, work in enumerate(self.work_dirs):
+            work.mkdir(parents=True)
+            self._start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                        "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(work))
+        self.wait(lambda s: sum(w["state"] == "ALIVE" for w in s.get("workers", [])) == workers, "both workers")
+
+    def _start(self, name: str, cls: str, *args: str) -> None:
+        log = open(self.root / f"{name}.log", "w")
+        cmd = [str(spark_home() / "bin" / "spark-class"), cls, *args]
+        self.procs.append(subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def state(self) -> dict:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=5) as r:
+                return json.load(r)
+        except OSError:
+            return {}
+
+    def wait(self, ok, what: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if any(p.poll() is not None for p in self.procs):
+                raise RuntimeError(f"a Spark daemon exited while waiting for {what}; logs in {self.root}")
+            if ok(self.state()):
+                return
+            time.sleep(1)
+        raise TimeoutError(f"timed out waiting for {what}; logs in {self.root}")
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
+def submit(cfg, master: str, interval: Interval, extra_conf: dict[str, str], log: Path) -> None:
+    """What the DAG's SparkSubmitOperator runs: spark-submit of the job with the job's conf."""
+    conf = {**submit_conf(cfg), **extra_conf}
+    cmd = [str(spark_home() / "bin" / "spark-submit"), "--master", master]
+    for k, v in conf.items():
+        cmd += ["--conf", f"{k}={v}"]
+    cmd += [APPLICATION, "run", "--start", interval.start.isoformat(), "--end", interval.end.isoformat(),
+            "--join-strategy", STRATEGY, "--settings-json", json.dumps(SETTINGS)]
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", ETL_WAREHOUSE_ROOT=cfg.warehouse_root,
+               ETL_LANDING_ROOT=cfg.landing_root, ETL_GX_ROOT=cfg.gx_root, ETL_RUNS_ROOT=cfg.runs_root,
+               ETL_KEY_DOMAIN=str(cfg.key_domain), ETL_SPARK_SHUFFLE_PARTITIONS="2")
+    with open(log, "w") as out:
+        done = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=900)
+    assert done.returncode == 0, log.read_text()[-3000:]
+
+
+def test_the_job_on_a_standalone_cluster_equals_the_local_run(spark, cfg, tmp_path):
+    from etl.tables import read
+
+    interval = Interval(T0, T0.replace(minute=5))
+    generate_stream(StreamSpec(start=T0, duration_s=300, rate=6, key_domain=cfg.key_domain, seed=11), cfg.landing_path)
+    local = cfg.replace(warehouse_root=str(tmp_path / "wh-local"), runs_root=str(tmp_path / "runs-local"),
+                        gx_root=str(tmp_path / "gx-local"))
+    on_cluster = cfg.replace(warehouse_root=str(tmp_path / "wh-cluster"), runs_root=str(tmp_path / "runs-cluster"),
+                             gx_root=str(tmp_path / "gx-cluster"))
+    submit(local, "local[2]", interval, {}, tmp_path / "local.log")
+
+    cluster = Cluster(tmp_path / "cluster")
+    try:
+        submit(on_cluster, cluster.url, interval,
+               {"spark.executor.memory": "768m", "spark.cores.max": "2", "spark.executor.cores": "1"},
+               tmp_path / "cluster.log")
+        apps = cluster.state().get("completedapps", [])
+    finally:
+        cluster.stop()
+    assert all(p.poll() is not None for p in cluster.procs)
+
+    # It really ran on the cluster: one finished application, with an executor on each worker.
+    assert [a["state"] for a in apps] == ["FINISHED"]
+    for work in cluster.work_dirs:
+        assert list(work.glob("app-*/*/stderr")), f"no executor ran on {work}"
+
+    for name in DETERMINISTIC_TABLES:
+        assert sorted(read(spark, on_cluster, name).collect()) == sorted(read(spark, local, name).collect()), name
+    assert read(spark, on_cluster, "outcome_log").count() > 0

@@ -11,9 +11,8 @@ import time
 
 import pytest
 
-from etl import jobs
 from tests.dags.conftest import ROOT
-from tests.etl.test_crash import RUN, SETTINGS, config, landing, tables  # noqa: F401 (landing: a fixture)
+from tests.etl.test_crash import RUN, SETTINGS, config, ingested, landing, references, start_from, tables  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.spark
 
@@ -26,13 +25,10 @@ def start_load(cfg, strategy: str, log):
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def test_two_loads_at_once_one_fails_fast_and_the_retry_changes_nothing(spark, landing, tmp_path):  # noqa: F811
+def test_two_loads_at_once_one_fails_fast_and_the_retry_changes_nothing(spark, landing, ingested, references, tmp_path):  # noqa: F811
     strategy = "partitioned-range"
     cfg = config(tmp_path / "shared", landing)
-    reference = config(tmp_path / "reference", landing)
-    for c in (cfg, reference):
-        jobs.ingest(spark, c, RUN)
-    jobs.load(spark, reference, RUN, strategy=strategy)
+    start_from(ingested, tmp_path / "shared")
 
     logs = [open(tmp_path / f"load-{i}.log", "w+") for i in range(2)]
     started = time.monotonic()
@@ -58,7 +54,7 @@ def test_two_loads_at_once_one_fails_fast_and_the_retry_changes_nothing(spark, l
     # The retry: everything is done already; nothing changes.
     retry = start_load(cfg, strategy, open(tmp_path / "retry.log", "w"))
     assert retry.wait(timeout=600) == 0
-    assert tables(spark, cfg) == tables(spark, reference)
+    assert tables(spark, cfg) == references(strategy)
     keys = [r.surrogate_key for r in spark.read.format("delta").load(cfg.table_path("key_map")).collect()]
     assert len(keys) == len(set(keys))
     assert finished[loser][1] < finished[winner][1]  # it failed while the other was still loading

@@ -1,6 +1,6 @@
 """The job, unchanged, on a Spark standalone cluster: a master and two workers started from the
 installed pyspark on 127.0.0.1, the ETL submitted with ``--master spark://...``; its tables must
-equal a local-mode run's. Every process started here is stopped here."""
+equal a local-mode run's (the same job in the tests' local[2] session). Every process started here is stopped here."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from etl import jobs
 from etl.airflow_support import APPLICATION, submit_conf
 from etl.generator import StreamSpec, generate_stream
 from etl.ingest import Interval
@@ -50,14 +51,19 @@ class Cluster:
         self.env = dict(os.environ, SPARK_HOME=str(spark_home()), SPARK_LOCAL_IP="127.0.0.1",
                         SPARK_LOG_DIR=str(root / "logs"), PYSPARK_PYTHON=sys.executable)
         self.work_dirs = [root / f"worker-{i}" for i in range(workers)]
-        self._start("master", "org.apache.spark.deploy.master.Master",
-                    "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui))
-        self.wait(lambda s: s.get("status") == "ALIVE", "the master")
-        for i, work in enumerate(self.work_dirs):
-            work.mkdir(parents=True)
-            self._start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
-                        "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(work))
-        self.wait(lambda s: sum(w["state"] == "ALIVE" for w in s.get("workers", [])) == workers, "both workers")
+        root.mkdir(parents=True, exist_ok=True)
+        try:
+            self._start("master", "org.apache.spark.deploy.master.Master",
+                        "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui))
+            self.wait(lambda s: s.get("status") == "ALIVE", "the master")
+            for i, work in enumerate(self.work_dirs):
+                work.mkdir(parents=True)
+                self._start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
+                            "--cores", "1", "--memory", "1g", "--webui-port", str(free_port()), "--work-dir", str(work))
+            self.wait(lambda s: sum(w["state"] == "ALIVE" for w in s.get("workers", [])) == workers, "both workers")
+        except BaseException:
+            self.stop()  # never leave a daemon behind when the cluster does not come up
+            raise
 
     def _start(self, name: str, cls: str, *args: str) -> None:
         log = open(self.root / f"{name}.log", "w")
@@ -115,10 +121,12 @@ def test_the_job_on_a_standalone_cluster_equals_the_local_run(spark, cfg, tmp_pa
     interval = Interval(T0, T0.replace(minute=5))
     generate_stream(StreamSpec(start=T0, duration_s=300, rate=6, key_domain=cfg.key_domain, seed=11), cfg.landing_path)
     local = cfg.replace(warehouse_root=str(tmp_path / "wh-local"), runs_root=str(tmp_path / "runs-local"),
-                        gx_root=str(tmp_path / "gx-local"))
+                        gx_root=str(tmp_path / "gx-local"), **SETTINGS)
     on_cluster = cfg.replace(warehouse_root=str(tmp_path / "wh-cluster"), runs_root=str(tmp_path / "runs-cluster"),
                              gx_root=str(tmp_path / "gx-cluster"))
-    submit(local, "local[2]", interval, {}, tmp_path / "local.log")
+    # The local-mode run: the same job in this test's local[2] session.
+    jobs.ingest(spark, local, interval)
+    jobs.load(spark, local, interval, strategy=STRATEGY)
 
     cluster = Cluster(tmp_path / "cluster")
     try:

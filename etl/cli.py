@@ -222,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             from etl.tables import ensure_tables
 
             created = ensure_tables(spark, cfg)
-            print(f"created: {', '.join(created) or 'nothing (all tables exist)'} under {cfg.warehouse_path}")
+            print(f"created: {', '.join(created) or 'nothing (all tables exist)'} under {cfg.warehouse_uri}")
             return 0
         if args.command == "maintain":
             from etl.maintenance import maintain

@@ -32,6 +32,10 @@ class EtlConfig:
     gx_root: str = "var/gx"
     runs_root: str = "var/runs"
     reports_root: str = "var/reports"  # data-quality reports (JSON, CSV, PNG plots)
+    # The load lock, run snapshots and the segment layout: small files that need POSIX semantics
+    # (exclusive create, atomic rename), so a shared filesystem, never object storage. Empty means
+    # ``<warehouse_root>/_meta``; required when warehouse_root is an object-store URI (s3a://...).
+    meta_root: str = ""
 
     # --- Spark ---
     spark_master: str = "local[*]"
@@ -82,13 +86,35 @@ class EtlConfig:
     def __post_init__(self) -> None:
         _validate(self)
 
-    # Resolved paths: a relative setting is taken from the working directory at load time.
+    # Resolved paths: a relative setting is taken from the working directory at load time;
+    # ``file://`` URIs are local paths too.
     def path(self, name: str) -> Path:
-        return Path(getattr(self, name)).expanduser().resolve()
+        value = getattr(self, name)
+        if _scheme(value) == "file":
+            value = value[len("file://"):]
+        elif _scheme(value):
+            raise ConfigError(f"setting '{name}' = {value!r}: a URI where a local or shared POSIX path is needed")
+        return Path(value).expanduser().resolve()
+
+    @property
+    def warehouse_on_object_store(self) -> bool:
+        return _scheme(self.warehouse_root) not in ("", "file")
 
     @property
     def warehouse_path(self) -> Path:
+        """The warehouse as a local path (only when it is on a POSIX filesystem)."""
         return self.path("warehouse_root")
+
+    @property
+    def warehouse_uri(self) -> str:
+        """What Spark and Delta are given: an absolute path, or the object-store URI as set."""
+        if self.warehouse_on_object_store:
+            return self.warehouse_root.rstrip("/")
+        return str(self.warehouse_path)
+
+    @property
+    def meta_path(self) -> Path:
+        return self.path("meta_root") if self.meta_root else self.warehouse_path / "_meta"
 
     @property
     def landing_path(self) -> Path:
@@ -107,7 +133,7 @@ class EtlConfig:
         return self.path("reports_root")
 
     def table_path(self, table: str) -> str:
-        return str(self.warehouse_path / table)
+        return f"{self.warehouse_uri}/{table}"
 
     def replace(self, **changes: Any) -> "EtlConfig":
         return dataclasses.replace(self, **changes)
@@ -122,6 +148,12 @@ class EtlConfig:
 _FIELDS = {f.name: f for f in fields(EtlConfig)}
 
 
+def _scheme(value: str) -> str:
+    """``s3a`` of ``s3a://bucket/x``; empty for a plain path."""
+    head, sep, _ = str(value).partition("://")
+    return head.lower() if sep and head.isidentifier() else ""
+
+
 def _validate(cfg: EtlConfig) -> None:
     def need(ok: bool, name: str, what: str) -> None:
         if not ok:
@@ -134,6 +166,11 @@ def _validate(cfg: EtlConfig) -> None:
     )
     for name in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", "spark_master"):
         need(bool(str(getattr(cfg, name)).strip()), name, "must not be empty")
+    for name in ("landing_root", "gx_root", "runs_root", "reports_root", "meta_root"):
+        need(_scheme(getattr(cfg, name)) in ("", "file"), name,
+             "must be a local or shared POSIX path (only warehouse_root may be an object-store URI)")
+    need(bool(cfg.meta_root) or not cfg.warehouse_on_object_store, "meta_root",
+         f"must be set to a shared POSIX directory when warehouse_root is on object storage ({cfg.warehouse_root})")
     for name in (
         "spark_shuffle_partitions",
         "micro_batch_seconds",

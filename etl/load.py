@@ -153,7 +153,7 @@ class Loader:
         Fails at once with ``WarehouseLocked`` while another load holds the warehouse."""
         from etl.lock import LoadLock
 
-        with LoadLock(self.cfg.warehouse_path, f"load of {interval.run_key}"):
+        with LoadLock(self.cfg.meta_path, f"load of {interval.run_key}"):
             return self._load(interval, progress)
 
     def _load(self, interval: Interval, progress=None) -> LoadResult:

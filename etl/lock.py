@@ -2,7 +2,7 @@
 
 Two loaders at once would both take the ledger's next batch_seq, and Delta's idempotent writes
 would then silently drop the second one's appends. The lock is a file created with O_EXCL in
-``<warehouse>/_meta/``; the one who cannot take it fails at once with who holds it. A lock left by
+the warehouse's meta directory (``meta_root``, by default ``<warehouse>/_meta/``); the one who cannot take it fails at once with who holds it. A lock left by
 a process that no longer runs on this host is taken over. (Local and shared POSIX filesystems;
 object storage needs a different lock, see issue 8.)
 """
@@ -31,8 +31,8 @@ def _alive(pid: int) -> bool:
 
 
 class LoadLock:
-    def __init__(self, warehouse: Path, owner: str) -> None:
-        self.path = Path(warehouse) / "_meta" / "load.lock"
+    def __init__(self, meta: Path, owner: str) -> None:
+        self.path = Path(meta) / "load.lock"
         self.owner = owner
 
     def __enter__(self) -> "LoadLock":

@@ -49,12 +49,12 @@ def _mismatches(spark, cfg: EtlConfig, layout) -> int:
 
 def settle_pending_layout(spark, cfg: EtlConfig) -> str | None:
     """After a crash mid-rebalance: keep the layout the table follows, drop the other."""
-    pending = Path(cfg.warehouse_path) / (LAYOUT_FILE + PENDING)
+    pending = cfg.meta_path / (LAYOUT_FILE + PENDING)
     if not pending.exists():
         return None
     layout = layout_from_json(pending.read_text())
     if _mismatches(spark, cfg, layout) == 0:
-        pending.replace(Path(cfg.warehouse_path) / LAYOUT_FILE)
+        pending.replace(cfg.meta_path / LAYOUT_FILE)
         return "promoted"
     pending.unlink()
     return "discarded"
@@ -73,7 +73,7 @@ def _slot_rows(spark, cfg: EtlConfig, layout: SlotArray) -> dict[int, int]:
 def _unfinished_runs(spark, cfg: EtlConfig) -> list[str]:
     from etl.tables import read
 
-    snapshots = sorted(p.name for p in (Path(cfg.warehouse_path) / "_meta" / "runs").glob("*.json"))
+    snapshots = sorted(p.name for p in (cfg.meta_path / "runs").glob("*.json"))
     waiting = [r[0] for r in read(spark, cfg, "wait_buffer").select("run_key").distinct().collect()]
     return sorted(set(waiting) | {s.split(".")[0] for s in snapshots})
 
@@ -215,7 +215,7 @@ def maintain(spark, cfg: EtlConfig, steps=STEPS, progress=None) -> dict:
     check_steps(steps)
     ensure_tables(spark, cfg)
     results = []
-    with LoadLock(cfg.warehouse_path, f"maintenance ({', '.join(steps)})"):
+    with LoadLock(cfg.meta_path, f"maintenance ({', '.join(steps)})"):
         for step in (s for s in ON_DEMAND + STEPS if s in steps):
             if progress:
                 progress(f"maintenance: {step} ...")

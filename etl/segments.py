@@ -23,7 +23,7 @@ from pathlib import Path
 from etl.config import EtlConfig
 
 NUMERIC_KEY = re.compile(r"^[0-9]{1,18}$")
-LAYOUT_FILE = "_meta/segment_layout.json"
+LAYOUT_FILE = "segment_layout.json"  # under meta_root
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,7 @@ def layout_from_json(text: str):
 
 
 def write_layout(cfg: EtlConfig, layout, suffix: str = "") -> Path:
-    path = Path(cfg.warehouse_path) / (LAYOUT_FILE + suffix)
+    path = cfg.meta_path / (LAYOUT_FILE + suffix)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(layout.to_json())
@@ -112,7 +112,7 @@ def write_layout(cfg: EtlConfig, layout, suffix: str = "") -> Path:
 
 def load_layout(cfg: EtlConfig, kind: str = "range"):
     """The warehouse's layout; created from the configuration (of ``kind``) the first time."""
-    path = Path(cfg.warehouse_path) / LAYOUT_FILE
+    path = cfg.meta_path / LAYOUT_FILE
     if path.exists():
         return layout_from_json(path.read_text())
     layout = HashLayout(cfg.n_part) if kind == "hash" else SlotArray.even(cfg.key_domain, cfg.n_part)

@@ -37,7 +37,7 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
         "spark.sql.shuffle.partitions": str(cfg.spark_shuffle_partitions),
         "spark.default.parallelism": str(max(2, cfg.spark_shuffle_partitions)),
         # Keep spark-warehouse/ and friends out of the working directory.
-        "spark.sql.warehouse.dir": str(cfg.warehouse_path / "_spark_sql"),
+        "spark.sql.warehouse.dir": f"{cfg.warehouse_uri}/_spark_sql",
         "spark.sql.session.timeZone": "UTC",
         "spark.ui.enabled": "true" if cfg.spark_ui else "false",
         "spark.ui.showConsoleProgress": "false",

@@ -11,7 +11,8 @@ def ensure_tables(spark, cfg: EtlConfig) -> list[str]:
     from delta.tables import DeltaTable
 
     created = []
-    cfg.warehouse_path.mkdir(parents=True, exist_ok=True)
+    if not cfg.warehouse_on_object_store:
+        cfg.warehouse_path.mkdir(parents=True, exist_ok=True)
     for table in TABLES.values():
         path = cfg.table_path(table.name)
         if DeltaTable.isDeltaTable(spark, path):

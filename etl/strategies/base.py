@@ -62,7 +62,7 @@ class JoinStrategy(ABC):
         )
 
     def _snapshot_path(self):
-        return self.cfg.warehouse_path / "_meta" / "runs" / f"{self.run_key}.{self.name}.json"
+        return self.cfg.meta_path / "runs" / f"{self.run_key}.{self.name}.json"
 
     def run_snapshot(self, compute) -> dict:
         """State fixed at a run's start (so a restart sees the same): read back, or ``compute()``d

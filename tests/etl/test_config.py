@@ -55,3 +55,28 @@ def test_unknown_key_in_file_and_missing_file(tmp_path):
         load_config(f, env={})
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "missing.toml", env={})
+
+
+def test_an_object_store_warehouse_needs_a_posix_meta_root(tmp_path):
+    with pytest.raises(ConfigError, match="meta_root"):
+        EtlConfig(warehouse_root="s3a://bucket/warehouse")
+    cfg = EtlConfig(warehouse_root="s3a://bucket/warehouse/", meta_root=str(tmp_path / "meta"))
+    assert cfg.warehouse_on_object_store
+    assert cfg.table_path("key_map") == "s3a://bucket/warehouse/key_map"
+    assert cfg.meta_path == tmp_path / "meta"
+    with pytest.raises(ConfigError, match="warehouse_root"):
+        cfg.warehouse_path  # noqa: B018 (no local path to give)
+
+
+@pytest.mark.parametrize("name", ["landing_root", "gx_root", "runs_root", "reports_root", "meta_root"])
+def test_only_the_warehouse_may_be_on_object_storage(name):
+    with pytest.raises(ConfigError, match=name):
+        EtlConfig(**{name: "s3a://bucket/x"})
+
+
+def test_file_uris_are_local_paths_and_meta_defaults_under_the_warehouse(tmp_path):
+    cfg = EtlConfig(warehouse_root=f"file://{tmp_path}/wh")
+    assert not cfg.warehouse_on_object_store
+    assert cfg.warehouse_path == tmp_path / "wh"
+    assert cfg.table_path("key_map") == f"{tmp_path}/wh/key_map"
+    assert cfg.meta_path == tmp_path / "wh" / "_meta"

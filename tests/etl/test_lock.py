@@ -19,8 +19,7 @@ def test_second_loader_fails_fast_naming_the_holder(tmp_path):
 
 def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    lock = tmp_path / "_meta" / "load.lock"
-    lock.parent.mkdir(parents=True)
+    lock = tmp_path / "load.lock"
     import socket
 
     lock.write_text(json.dumps({"pid": int(dead.stdout), "host": socket.gethostname(), "owner": "crashed"}))
@@ -37,6 +36,6 @@ def test_loader_refuses_while_locked(spark, cfg):
 
     t0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
     loader = Loader(spark, cfg)
-    with LoadLock(cfg.warehouse_path, "the scheduled run"):
+    with LoadLock(cfg.meta_path, "the scheduled run"):
         with pytest.raises(WarehouseLocked, match="the scheduled run"):
             loader.load(Interval(t0, t0 + timedelta(minutes=1)))

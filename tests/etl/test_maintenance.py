@@ -63,7 +63,7 @@ def test_optimize_and_vacuum_keep_every_row_and_respect_the_lock(spark, skewed):
     assert [s["step"] for s in out["steps"]] == ["optimize", "vacuum"]
     assert out["steps"][1]["retention_hours"] >= 168
     assert {n: read(spark, cfg, n).count() for n in counts} == counts
-    with LoadLock(cfg.warehouse_path, "a load"):
+    with LoadLock(cfg.meta_path, "a load"):
         with pytest.raises(WarehouseLocked):
             maintain(spark, cfg, ["optimize"])
 
@@ -71,7 +71,7 @@ def test_optimize_and_vacuum_keep_every_row_and_respect_the_lock(spark, skewed):
 def test_an_interrupted_rebalance_is_settled_by_what_the_table_follows(spark, skewed):
     cfg = skewed
     current = load_layout(cfg)
-    pending = cfg.warehouse_path / (LAYOUT_FILE + ".next")
+    pending = cfg.meta_path / (LAYOUT_FILE + ".next")
     # The table was not rewritten (crash before the commit): the pending layout is dropped.
     pending.write_text(SlotArray(current.key_domain, tuple(range(current.n_slots)), current.slot_length).to_json()
                        if len(set(current.slots)) != current.n_slots else SlotArray(current.key_domain, (0,) * current.n_slots, current.slot_length).to_json())

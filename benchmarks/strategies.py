@@ -1,6 +1,6 @@
 """All four join strategies side by side in Spark, at several offered rates, on the same data.
 
-    .venv/bin/python benchmarks/strategies.py --size small        # about 40 minutes on 2 cores
+    .venv/bin/python benchmarks/strategies.py --size small        # about 35 minutes on 2 cores
     .venv/bin/python benchmarks/strategies.py --size full         # 20 million keys: hours, bigger machine
 
 1. Seed two warehouses with most keys of the domain (a uniform stream of 1.2x the domain) (range layout via ``native``, hash layout
@@ -46,7 +46,7 @@ from etl.tables import read  # noqa: E402
 STRATEGIES = ("native", "meshjoin", "partitioned-range", "partitioned-hash")
 SIZES = {
     # keys: the natural-key domain, all loaded first; rates: offered updates/s; minutes per rate.
-    "small": dict(keys=60_000, rates=(10, 40), minutes=6, micro_batch_seconds=15, n_part=64, k=16),
+    "small": dict(keys=60_000, rates=(10, 40), minutes=6, micro_batch_seconds=30, n_part=64, k=16),
     "tiny": dict(keys=3_000, rates=(10,), minutes=2, micro_batch_seconds=30, n_part=16, k=4),  # a smoke run
     "full": dict(keys=20_000_000, rates=(200, 1000, 5000), minutes=20, micro_batch_seconds=60, n_part=1024, k=64),
 }
@@ -235,10 +235,34 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"strategies-{args.size}.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
     plot(report, out / f"strategies-{args.size}.png")
+    (out / f"strategies-{args.size}.md").write_text(table(report))
     print(json.dumps(report["targets"], indent=1))
     spark.stop()
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def table(report: dict) -> str:
+    """The results as the Markdown table docs/benchmark.md shows."""
+    lines = [
+        f"`{report['command']}`: {report['keys']:,} keys, key_map {min(report['key_map_bytes'].values()):,} bytes, "
+        f"join memory {report['memory_budget']:,} bytes, trigger {report['micro_batch_seconds']} s, "
+        f"{report['minutes']} minutes per rate, {report['wall_seconds'] / 60:.0f} minutes in all.",
+        "",
+        "| rate /s | strategy | avg delay s | p99 delay s | capacity updates/s | sustained | key_map MB / 1k updates | probes | Belady fetches |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for rate, per in report["results"].items():
+        for s in STRATEGIES:
+            r = per.get(s)
+            if r:
+                lines.append(
+                    f"| {rate} | {s} | {r['avg_delay_s']:.1f} | {r['p99_delay_s']:.1f} | {r['capacity_updates_per_s']:.0f} "
+                    f"| {'yes' if r['sustained'] else 'no'} | {r['keymap_bytes_per_1000_updates'] / 1e6:.2f} | {r['probes']} "
+                    f"| {r.get('belady_fetches', '')} |"
+                )
+        lines.append(f"| {rate} | identical outcomes | {'yes' if per.get('identical_outcomes') else '**no**'} | | | | | | |")
+    return "\n".join(lines) + "\n"
 
 
 def plot(report: dict, path: Path) -> None:

@@ -18,6 +18,7 @@ import pytest
 
 from etl import jobs
 from etl.airflow_support import APPLICATION, submit_conf
+from etl.config import load_config
 from etl.generator import StreamSpec, generate_stream
 from etl.ingest import Interval
 from tests.conftest import T0
@@ -99,6 +100,11 @@ class Cluster:
                 p.wait()
 
 
+def job_env(cfg) -> dict[str, str]:
+    return {"ETL_WAREHOUSE_ROOT": cfg.warehouse_root, "ETL_LANDING_ROOT": cfg.landing_root, "ETL_GX_ROOT": cfg.gx_root,
+            "ETL_RUNS_ROOT": cfg.runs_root, "ETL_KEY_DOMAIN": str(cfg.key_domain), "ETL_SPARK_SHUFFLE_PARTITIONS": "2"}
+
+
 def submit(cfg, master: str, interval: Interval, extra_conf: dict[str, str], log: Path) -> None:
     """What the DAG's SparkSubmitOperator runs: spark-submit of the job with the job's conf."""
     conf = {**submit_conf(cfg), **extra_conf}
@@ -107,9 +113,7 @@ def submit(cfg, master: str, interval: Interval, extra_conf: dict[str, str], log
         cmd += ["--conf", f"{k}={v}"]
     cmd += [APPLICATION, "run", "--start", interval.start.isoformat(), "--end", interval.end.isoformat(),
             "--join-strategy", STRATEGY, "--settings-json", json.dumps(SETTINGS)]
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", ETL_WAREHOUSE_ROOT=cfg.warehouse_root,
-               ETL_LANDING_ROOT=cfg.landing_root, ETL_GX_ROOT=cfg.gx_root, ETL_RUNS_ROOT=cfg.runs_root,
-               ETL_KEY_DOMAIN=str(cfg.key_domain), ETL_SPARK_SHUFFLE_PARTITIONS="2")
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", **job_env(cfg))
     with open(log, "w") as out:
         done = subprocess.run(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, timeout=900)
     assert done.returncode == 0, log.read_text()[-3000:]
@@ -121,12 +125,14 @@ def test_the_job_on_a_standalone_cluster_equals_the_local_run(spark, cfg, tmp_pa
     interval = Interval(T0, T0.replace(minute=5))
     generate_stream(StreamSpec(start=T0, duration_s=300, rate=6, key_domain=cfg.key_domain, seed=11), cfg.landing_path)
     local = cfg.replace(warehouse_root=str(tmp_path / "wh-local"), runs_root=str(tmp_path / "runs-local"),
-                        gx_root=str(tmp_path / "gx-local"), **SETTINGS)
+                        gx_root=str(tmp_path / "gx-local"))
     on_cluster = cfg.replace(warehouse_root=str(tmp_path / "wh-cluster"), runs_root=str(tmp_path / "runs-cluster"),
                              gx_root=str(tmp_path / "gx-cluster"))
-    # The local-mode run: the same job in this test's local[2] session.
-    jobs.ingest(spark, local, interval)
-    jobs.load(spark, local, interval, strategy=STRATEGY)
+    # The local-mode run: the same job, with the configuration spark-submit's driver builds (the
+    # environment and --settings-json), in this test's local[2] session.
+    as_submitted = load_config(env=job_env(local), overrides=SETTINGS)
+    jobs.ingest(spark, as_submitted, interval)
+    jobs.load(spark, as_submitted, interval, strategy=STRATEGY)
 
     cluster = Cluster(tmp_path / "cluster")
     try:

@@ -166,6 +166,7 @@ class Loader:
         result.skipped_batches = len([i for i in indexes if i in done])
         todo = [i for i in indexes if i not in done]
         if FLUSH_STEP in done:
+            self.strategy.settle(interval.run_key)
             return result
         ledger_rows = [r.asDict() for r in self._ledger().where(f"run_key = '{interval.run_key}'").collect()]
         self.strategy.begin(interval.run_key, ingested, sorted(done), ledger_rows)

@@ -93,6 +93,13 @@ class JoinStrategy(ABC):
     def end(self) -> None:
         """The run has been flushed and committed."""
 
+    def settle(self, run_key: str) -> None:
+        """The run's flush is committed already: redo ``end`` (idempotent), which a crash right
+        after that commit may have cut short (found by the crash matrix: a run snapshot left
+        behind blocks maintenance for good)."""
+        self.run_key = run_key
+        self.end()
+
     @abstractmethod
     def submit(self, batch, batch_index: int) -> list:
         """Take one micro-batch; return the joined DataFrames ready to commit now. ``None`` in the

@@ -38,7 +38,8 @@ class PartitionedJoin(JoinStrategy):
         self.sizes: dict[int, int] = {}  # segment -> tuples in key_map
         self.row_bytes = 1.0
         self.last_probe_step: dict[int, int] = {}
-        self.resident_df = None
+        self.resident_df = None  # key_map rows of exactly the segments in ``loaded``
+        self.loaded: set[int] = set()
         self.run_key = None
         self._stats = JoinStats()
         self._pending_bytes_read = 0
@@ -129,11 +130,8 @@ class PartitionedJoin(JoinStrategy):
                     self.last_probe_step[seg] = step
                 self._grow(grown.get(seq_of.get(step, -1), {}))
         if self.policy.resident:
-            resident = list(self.policy.resident)
-            self.resident_df = self.lookup_columns(self.key_map().where(F.col("segment_id").isin(resident))).withColumn(
-                "segment_id", self.segment_of(F.col("source_id"), F.col("natural_key"))
-            ).localCheckpoint(eager=True)
-            self._pending_bytes_read += sum(self._bytes(s) for s in resident)
+            self._pending_bytes_read += sum(self._bytes(s) for s in self.policy.resident)
+            self._sync_resident()
 
     # ------------------------------------------------------------------ one step
 
@@ -185,7 +183,6 @@ class PartitionedJoin(JoinStrategy):
             pending = wait.where(cond).select(*UPDATE_COLUMNS)
             parts.append(pending.join(segment_data, KEY, "left"))
             stats.keymap_bytes_read += sum(self._bytes(s) for s in due)
-            admitted_rows = []
             for seg in due:
                 decision = self.policy.probed(seg, self._bytes(seg))
                 self.last_probe_step[seg] = step if step >= 0 else 2**31 - 1
@@ -193,21 +190,35 @@ class PartitionedJoin(JoinStrategy):
                 if decision is not None and decision.admitted == seg:
                     stats.segments_admitted += 1
                     stats.segments_evicted += len(decision.evicted)
-                    admitted_rows.append(seg)
-                    if decision.evicted and self.resident_df is not None:
-                        self.resident_df = self.resident_df.where(~F.col("segment_id").isin(list(decision.evicted)))
-            if admitted_rows:
-                fresh = self.lookup_columns(self.key_map().where(F.col("segment_id").isin(admitted_rows))).withColumn(
-                    "segment_id", self.segment_of(F.col("source_id"), F.col("natural_key"))
-                )
-                self.resident_df = fresh if self.resident_df is None else self.resident_df.unionByName(fresh)
-                self.resident_df = self.resident_df.localCheckpoint(eager=True)
+            # A segment admitted early in this loop may be the victim of a later admission.
+            self._sync_resident()
         stats.resident_bytes = self.policy.resident_bytes
         stats.wait_buffer_tuples = self.policy.waiting
         self._stats = stats
         if not parts:
             return None
         return reduce(lambda a, c: a.unionByName(c), parts)
+
+    def _sync_resident(self) -> None:
+        """Make the in-memory copy hold exactly the policy's resident segments: drop evicted ones,
+        read newly admitted ones. A segment is never held twice, nor held after its eviction
+        (where commits would no longer refresh it)."""
+        from pyspark.sql import functions as F
+
+        want = set(self.policy.resident)
+        if want == self.loaded:
+            return
+        gone, new = self.loaded - want, sorted(want - self.loaded)
+        df = self.resident_df
+        if df is not None and gone:
+            df = df.where(~F.col("segment_id").isin(sorted(gone)))
+        if new:
+            fresh = self.lookup_columns(self.key_map().where(F.col("segment_id").isin(new))).withColumn(
+                "segment_id", self.segment_of(F.col("source_id"), F.col("natural_key"))
+            )
+            df = fresh if df is None else df.unionByName(fresh)
+        self.resident_df = df.localCheckpoint(eager=True) if df is not None else None
+        self.loaded = want
 
     def _grow(self, new_keys: dict[int, int]) -> list[int]:
         """Segments gained keys: update sizes and the policy's accounting; returns evicted segments."""
@@ -223,13 +234,12 @@ class PartitionedJoin(JoinStrategy):
 
         grown = {int(r["segment_id"]): int(r["count"]) for r in km.where(F.col("is_new")).groupBy("segment_id").count().collect()}
         evicted = self._grow(grown)
-        if evicted and self.resident_df is not None:
-            self.resident_df = self.resident_df.where(~F.col("segment_id").isin(evicted))
+        if evicted:
             self._stats.segments_evicted += len(evicted)
-        if self.resident_df is None or not self.policy.resident:
+            self._sync_resident()
+        if self.resident_df is None or not self.loaded:
             return
-        resident = list(self.policy.resident)
-        changed = km.where(F.col("segment_id").isin(resident))
+        changed = km.where(F.col("segment_id").isin(sorted(self.loaded)))
         old = self.resident_df
         updated = changed.join(old.drop("segment_id"), KEY, "left").select(
             *KEY,

@@ -144,3 +144,37 @@ def test_block_granularity_groups_windows_by_backlog_and_survives_a_restart(spar
     for name in ("key_map", "customer_current", "outcome_log", "applied_changes", "duplicates_quarantine", "batch_ledger"):
         cols = [c for c in read(spark, cfg, name).columns if c != "committed_at"]
         assert sorted(read(spark, cfg, name).select(cols).collect()) == sorted(read(spark, whole, name).select(cols).collect()), name
+
+
+def test_a_segment_admitted_then_evicted_in_one_probe_is_not_kept_in_memory(spark, cfg):
+    """Two segments probed at once: the first is admitted into free memory, the second (hotter)
+    takes its place. The in-memory copy must then hold the second only: a copy of the first left
+    behind would no longer be refreshed by commits, and once the first is admitted again its keys
+    would be joined twice (found by the benchmark: DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW)."""
+    from pyspark.sql import functions as F
+
+    from etl.segments import load_layout
+    from etl.strategies import get_strategy
+
+    cfg = cfg.replace(join_strategy="partitioned-range")
+    generate_stream(StreamSpec(start=T0, duration_s=120, rate=6, seed=5, key_domain=400), cfg.landing_path)
+    jobs.ingest(spark, cfg, FIRST)
+    jobs.load(spark, cfg, FIRST)
+    key_map = read(spark, cfg, "key_map")
+    rows = {int(r.segment_id): int(r["count"]) for r in key_map.groupBy("segment_id").count().collect()}
+    cold, hot = sorted(rows, key=lambda s: (-rows[s], s))[:2]  # the cold one has more rows: probed first
+
+    strategy = get_strategy("partitioned-range", spark, cfg, load_layout(cfg))
+    strategy.begin("probe-test", None, [], [])
+    policy = strategy.policy
+    policy.memory_budget = max(strategy._bytes(cold), strategy._bytes(hot))  # one segment fits, not two
+    policy.freq.observe_counts({0: {hot: 1000}})
+    policy.pending = {cold: 2, hot: 1}
+    strategy._probe([cold, hot], 0, [])
+
+    assert set(policy.resident) == {hot}
+    held = strategy.resident_df
+    assert {r.segment_id for r in held.select("segment_id").distinct().collect()} == {hot}
+    want = strategy.lookup_columns(key_map.where(F.col("segment_id") == hot))
+    assert sorted(held.drop("segment_id").collect()) == sorted(want.collect())  # each key once, current values
+    strategy.forget_snapshot()

@@ -172,7 +172,6 @@ class PartitionedJoin(JoinStrategy):
         stats = JoinStats(keymap_bytes_read=self._pending_bytes_read)
         self._pending_bytes_read = 0
         if due:
-            segment_data = self.lookup_columns(self.key_map().where(F.col("segment_id").isin(due)))
             wait = self.spark.read.format("delta").load(self._wait_buffer_path()).where(
                 (F.col("run_key") == self.run_key) & F.col("segment_id").isin(due)
             )
@@ -181,7 +180,6 @@ class PartitionedJoin(JoinStrategy):
                 [(F.col("segment_id") == s) & (F.col("batch_index") > self.last_probe_step.get(s, -(2**31))) for s in due],
             )
             pending = wait.where(cond).select(*UPDATE_COLUMNS)
-            parts.append(pending.join(segment_data, KEY, "left"))
             stats.keymap_bytes_read += sum(self._bytes(s) for s in due)
             for seg in due:
                 decision = self.policy.probed(seg, self._bytes(seg))
@@ -190,8 +188,18 @@ class PartitionedJoin(JoinStrategy):
                 if decision is not None and decision.admitted == seg:
                     stats.segments_admitted += 1
                     stats.segments_evicted += len(decision.evicted)
-            # A segment admitted early in this loop may be the victim of a later admission.
-            self._sync_resident()
+            segment_data = self.lookup_columns(self.key_map().where(F.col("segment_id").isin(due)))
+            if (set(self.policy.resident) - self.loaded) & set(due):
+                # A segment is admitted: read the probed segments once, for the join and the copy.
+                segment_data = segment_data.withColumn(
+                    "segment_id", self.segment_of(F.col("source_id"), F.col("natural_key"))
+                ).localCheckpoint(eager=True)
+                self._sync_resident(probed=(set(due), segment_data))
+                segment_data = segment_data.drop("segment_id")
+            else:
+                # A segment admitted early in this loop may be the victim of a later admission.
+                self._sync_resident()
+            parts.append(pending.join(segment_data, KEY, "left"))
         stats.resident_bytes = self.policy.resident_bytes
         stats.wait_buffer_tuples = self.policy.waiting
         self._stats = stats
@@ -199,10 +207,11 @@ class PartitionedJoin(JoinStrategy):
             return None
         return reduce(lambda a, c: a.unionByName(c), parts)
 
-    def _sync_resident(self) -> None:
+    def _sync_resident(self, probed: tuple[set[int], object] | None = None) -> None:
         """Make the in-memory copy hold exactly the policy's resident segments: drop evicted ones,
         read newly admitted ones. A segment is never held twice, nor held after its eviction
-        (where commits would no longer refresh it)."""
+        (where commits would no longer refresh it). ``probed`` is (segments, their key_map rows
+        with ``segment_id``) just read by a probe: admitted ones among them are taken from it."""
         from pyspark.sql import functions as F
 
         want = set(self.policy.resident)
@@ -212,11 +221,18 @@ class PartitionedJoin(JoinStrategy):
         df = self.resident_df
         if df is not None and gone:
             df = df.where(~F.col("segment_id").isin(sorted(gone)))
-        if new:
-            fresh = self.lookup_columns(self.key_map().where(F.col("segment_id").isin(new))).withColumn(
+        from_probe = sorted(set(new) & probed[0]) if probed else []
+        to_read = [s for s in new if s not in from_probe]
+        for part in (
+            probed[1].where(F.col("segment_id").isin(from_probe)) if from_probe else None,
+            self.lookup_columns(self.key_map().where(F.col("segment_id").isin(to_read))).withColumn(
                 "segment_id", self.segment_of(F.col("source_id"), F.col("natural_key"))
             )
-            df = fresh if df is None else df.unionByName(fresh)
+            if to_read
+            else None,
+        ):
+            if part is not None:
+                df = part if df is None else df.unionByName(part)
         self.resident_df = df.localCheckpoint(eager=True) if df is not None else None
         self.loaded = want
 
@@ -237,7 +253,7 @@ class PartitionedJoin(JoinStrategy):
         if evicted:
             self._stats.segments_evicted += len(evicted)
             self._sync_resident()
-        if self.resident_df is None or not self.loaded:
+        if not self.loaded:
             return
         changed = km.where(F.col("segment_id").isin(sorted(self.loaded)))
         old = self.resident_df

@@ -178,3 +178,34 @@ def test_a_segment_admitted_then_evicted_in_one_probe_is_not_kept_in_memory(spar
     want = strategy.lookup_columns(key_map.where(F.col("segment_id") == hot))
     assert sorted(held.drop("segment_id").collect()) == sorted(want.collect())  # each key once, current values
     strategy.forget_snapshot()
+
+
+def test_a_probe_that_admits_reads_key_map_once(spark, cfg):
+    """The probe's read of a segment also fills the in-memory copy (no second read of key_map),
+    and the copy and the release both carry the segment's current rows."""
+    from pyspark.sql import functions as F
+
+    from etl.segments import load_layout
+    from etl.strategies import get_strategy
+
+    cfg = cfg.replace(join_strategy="partitioned-range")
+    generate_stream(StreamSpec(start=T0, duration_s=120, rate=6, seed=5, key_domain=400), cfg.landing_path)
+    jobs.ingest(spark, cfg, FIRST)
+    jobs.load(spark, cfg, FIRST)
+    key_map = read(spark, cfg, "key_map")
+    seg = int(key_map.groupBy("segment_id").count().orderBy(F.desc("count")).first().segment_id)
+
+    strategy = get_strategy("partitioned-range", spark, cfg, load_layout(cfg))
+    strategy.begin("probe-read-test", None, [], [])
+    strategy.policy.freq.observe_counts({0: {seg: 1000}})
+    strategy.policy.pending = {seg: 1}
+    reads = []
+    real_key_map = strategy.key_map
+    strategy.key_map = lambda: reads.append(1) or real_key_map()
+    strategy._probe([seg], 0, [])
+
+    assert set(strategy.policy.resident) == {seg}
+    assert len(reads) == 1
+    want = strategy.lookup_columns(key_map.where(F.col("segment_id") == seg))
+    assert sorted(strategy.resident_df.drop("segment_id").collect()) == sorted(want.collect())
+    strategy.forget_snapshot()

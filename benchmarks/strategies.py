@@ -1,6 +1,6 @@
 """All four join strategies side by side in Spark, at several offered rates, on the same data.
 
-    .venv/bin/python benchmarks/strategies.py --size small        # about 35 minutes on 2 cores
+    .venv/bin/python benchmarks/strategies.py --size small        # about 25 minutes on 2 cores
     .venv/bin/python benchmarks/strategies.py --size full         # 20 million keys: hours, bigger machine
 
 1. Seed two warehouses with most keys of the domain (a uniform stream of 1.2x the domain) (range layout via ``native``, hash layout

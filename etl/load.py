@@ -33,6 +33,19 @@ OUTCOME_COUNTS = ("matched", "new", "duplicate", "stale")
 FLUSH_STEP = -1  # batch_index of the release made by flush() at the end of a run
 
 
+def key_map_merge_condition(km) -> str:
+    """The key_map MERGE's match condition, narrowed to the segments the batch touches.
+
+    Delta finds a MERGE's target files with a join over every file its condition does not rule
+    out by target-only predicates; without the literal segment list every batch would scan all
+    of key_map, whatever the join strategy read (a key's row lives in its segment's partition)."""
+    keys = "t.source_id = s.source_id AND t.natural_key = s.natural_key"
+    segments = sorted(int(r[0]) for r in km.select("segment_id").distinct().collect())
+    if not segments:
+        return keys
+    return f"t.segment_id IN ({', '.join(map(str, segments))}) AND {keys}"
+
+
 @dataclass
 class BatchResult:
     run_key: str
@@ -252,7 +265,7 @@ class Loader:
             (
                 DeltaTable.forPath(self.spark, cfg.table_path("key_map"))
                 .alias("t")
-                .merge(km.alias("s"), "t.source_id = s.source_id AND t.natural_key = s.natural_key")
+                .merge(km.alias("s"), key_map_merge_condition(km))
                 .whenMatchedUpdate(
                     condition="t.updated_batch_seq < s.batch_seq",
                     set={

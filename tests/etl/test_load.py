@@ -159,3 +159,35 @@ def test_a_warehouse_given_as_a_uri_with_meta_elsewhere_loads_the_same(spark, cf
     assert not (tmp_path / "uri-wh" / "_meta").exists()
     for name in DETERMINISTIC_TABLES:
         assert_df_equality(snapshot(spark, split, [name])[name], snapshot(spark, plain, [name])[name], ignore_nullable=True)
+
+
+def test_the_key_map_merge_reads_only_the_segments_the_batch_touches(spark, tmp_path):
+    """A file of a segment the batch does not touch is removed from disk: the MERGE with the
+    loader's condition never opens it (so key_map is not scanned whole every batch), while the
+    MERGE on the keys alone does and fails."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from etl.load import key_map_merge_condition
+
+    path = str(tmp_path / "km")
+    rows = [(s, f"k{s}-{i}", s * 10 + i, s) for s in range(3) for i in range(3)]
+    spark.createDataFrame(rows, "source_id int, natural_key string, surrogate_key long, segment_id int") \
+        .write.format("delta").partitionBy("segment_id").save(path)
+    victim = next((tmp_path / "km" / "segment_id=2").glob("*.parquet"))
+    victim.unlink()
+    changes = spark.createDataFrame([(0, "k0-1", 99, 0), (0, "new", 100, 0)],
+                                    "source_id int, natural_key string, surrogate_key long, segment_id int")
+
+    def merge(condition):
+        (DeltaTable.forPath(spark, path).alias("t").merge(changes.alias("s"), condition)
+         .whenMatchedUpdate(set={"surrogate_key": "s.surrogate_key"}).whenNotMatchedInsertAll().execute())
+
+    assert key_map_merge_condition(changes).startswith("t.segment_id IN (0) AND ")
+    merge(key_map_merge_condition(changes))
+    seg0 = spark.read.format("delta").load(path).where(F.col("segment_id") == 0)
+    assert sorted((r.natural_key, r.surrogate_key) for r in seg0.collect()) == [
+        ("k0-0", 0), ("k0-1", 99), ("k0-2", 2), ("new", 100)
+    ]
+    with pytest.raises(Exception, match="(?i)not exist|FileNotFound|FAILED_READ_FILE"):
+        merge("t.source_id = s.source_id AND t.natural_key = s.natural_key")

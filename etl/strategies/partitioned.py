@@ -212,6 +212,8 @@ class PartitionedJoin(JoinStrategy):
         read newly admitted ones. A segment is never held twice, nor held after its eviction
         (where commits would no longer refresh it). ``probed`` is (segments, their key_map rows
         with ``segment_id``) just read by a probe: admitted ones among them are taken from it."""
+        from functools import reduce
+
         from pyspark.sql import functions as F
 
         want = set(self.policy.resident)
@@ -223,16 +225,16 @@ class PartitionedJoin(JoinStrategy):
             df = df.where(~F.col("segment_id").isin(sorted(gone)))
         from_probe = sorted(set(new) & probed[0]) if probed else []
         to_read = [s for s in new if s not in from_probe]
-        for part in (
-            probed[1].where(F.col("segment_id").isin(from_probe)) if from_probe else None,
-            self.lookup_columns(self.key_map().where(F.col("segment_id").isin(to_read))).withColumn(
-                "segment_id", self.segment_of(F.col("source_id"), F.col("natural_key"))
+        parts = [df] if df is not None else []
+        if from_probe:
+            parts.append(probed[1].where(F.col("segment_id").isin(from_probe)))
+        if to_read:
+            parts.append(
+                self.lookup_columns(self.key_map().where(F.col("segment_id").isin(to_read))).withColumn(
+                    "segment_id", self.segment_of(F.col("source_id"), F.col("natural_key"))
+                )
             )
-            if to_read
-            else None,
-        ):
-            if part is not None:
-                df = part if df is None else df.unionByName(part)
+        df = reduce(lambda a, b: a.unionByName(b), parts) if parts else None
         self.resident_df = df.localCheckpoint(eager=True) if df is not None else None
         self.loaded = want
 

@@ -58,6 +58,9 @@ class EtlConfig:
     report_window_seconds: int = 3600
     report_slide_seconds: int = 900
     maintenance_schedule: str = "@weekly"
+    # MERGEs into key_map and customer_current write only the changed rows (Delta deletion
+    # vectors, readable by Delta 2.3+ readers); set when the warehouse's tables are created.
+    deletion_vectors: bool = True
     vacuum_retention_hours: int = 168  # Delta's safe default; shorter breaks readers of old versions
 
     # --- the papers' parameters (papers/004 Table 6.1/6.2), one name everywhere ---

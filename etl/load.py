@@ -31,6 +31,7 @@ from etl.tables import append_once, conform, ensure_tables, read
 log = logging.getLogger(__name__)
 OUTCOME_COUNTS = ("matched", "new", "duplicate", "stale")
 FLUSH_STEP = -1  # batch_index of the release made by flush() at the end of a run
+CUSTOMER_CURRENT_MERGE_CONDITION = "t.surrogate_key = s.surrogate_key"
 
 
 def key_map_merge_condition(km) -> str:
@@ -300,7 +301,7 @@ class Loader:
             (
                 DeltaTable.forPath(self.spark, cfg.table_path("customer_current"))
                 .alias("t")
-                .merge(conform(state, "customer_current").alias("s"), "t.surrogate_key = s.surrogate_key")
+                .merge(conform(state, "customer_current").alias("s"), CUSTOMER_CURRENT_MERGE_CONDITION)
                 .whenMatchedUpdateAll(condition="t.updated_batch_seq < s.updated_batch_seq")
                 .whenNotMatchedInsertAll()
                 .execute()

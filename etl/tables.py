@@ -5,9 +5,15 @@ from __future__ import annotations
 from etl.config import EtlConfig
 from warehouse.schemas import TABLES
 
+DELETION_VECTORS = "delta.enableDeletionVectors"
+
 
 def ensure_tables(spark, cfg: EtlConfig) -> list[str]:
-    """Create every warehouse table that does not exist yet; a no-op on an existing warehouse."""
+    """Create every warehouse table that does not exist yet; a no-op on an existing warehouse.
+
+    ``deletion_vectors`` is applied when a table is created: turning it on for an existing table
+    upgrades its Delta protocol, which older readers cannot follow, so that stays the owner's
+    decision (docs/operations.md)."""
     from delta.tables import DeltaTable
 
     created = []
@@ -21,6 +27,8 @@ def ensure_tables(spark, cfg: EtlConfig) -> list[str]:
         builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(table.schema)
         if table.partition_by:
             builder = builder.partitionedBy(*table.partition_by)
+        if table.merge_target and cfg.deletion_vectors:
+            builder = builder.property(DELETION_VECTORS, "true")
         builder.execute()
         created.append(table.name)
     return created

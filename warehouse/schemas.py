@@ -192,13 +192,16 @@ class Table:
     name: str
     schema: StructType
     partition_by: tuple[str, ...] = ()
+    # A MERGE target: with deletion vectors a MERGE writes the changed rows and marks the old
+    # ones, instead of rewriting every file that holds one.
+    merge_target: bool = False
 
 
 TABLES: dict[str, Table] = {
     t.name: t
     for t in (
-        Table("key_map", KEY_MAP, ("segment_id",)),
-        Table("customer_current", CUSTOMER_CURRENT),
+        Table("key_map", KEY_MAP, ("segment_id",), merge_target=True),
+        Table("customer_current", CUSTOMER_CURRENT, merge_target=True),
         Table("ingested_updates", INGESTED_UPDATES, ("run_key",)),
         Table("outcome_log", OUTCOME_LOG, ("run_key",)),
         Table("applied_changes", APPLIED_CHANGES),

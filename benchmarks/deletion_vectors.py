@@ -1,6 +1,6 @@
 """What deletion vectors save on the loader's MERGE into ``customer_current``, side by side in one run.
 
-    .venv/bin/python benchmarks/deletion_vectors.py               # about 5 minutes on 2 cores
+    .venv/bin/python benchmarks/deletion_vectors.py               # about 20 minutes on 2 cores (--batches 0: about 5)
     .venv/bin/python benchmarks/deletion_vectors.py --rows 4000000 --changes 5000
 
 A ``customer_current`` table (the warehouse's schema, unpartitioned, one row per surrogate key)
@@ -10,7 +10,12 @@ guarded by ``updated_batch_seq``) runs on fresh copies of the table with and wit
 ``delta.enableDeletionVectors``, alternately, ``--repeats`` times each. Without deletion vectors
 Delta rewrites every file holding a changed row (with keys spread out: nearly all of the table);
 with them it writes the changed rows and a small vector per touched file. Reports the median
-seconds of each, the bytes written, their ratios, and checks both give the same table."""
+seconds of each, the bytes written, their ratios, and checks both give the same table.
+
+Then the sustained part: ``--batches`` successive MERGEs into one table per variant (rewrite,
+deletion vectors, deletion vectors with Delta's auto compaction), each batch's updates drawn at
+random from the table. Reports the MERGE times, the files left and the time of a full read: what
+the small files and old row versions that deletion vectors leave behind cost later."""
 
 from __future__ import annotations
 
@@ -32,6 +37,8 @@ from etl.spark import build_spark_session  # noqa: E402
 from etl.tables import DELETION_VECTORS  # noqa: E402
 from warehouse.schemas import CUSTOMER_CURRENT  # noqa: E402
 
+AUTO_COMPACT = "delta.autoOptimize.autoCompact"  # measured here, not set by the product (docs/benchmark.md)
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -39,6 +46,7 @@ def main() -> None:
     ap.add_argument("--files", type=int, default=16, help="data files the table starts with")
     ap.add_argument("--changes", type=int, default=2000, help="changed rows in the batch (a quarter of them new)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batches", type=int, default=40, help="successive MERGEs of the sustained part (0: skip it)")
     ap.add_argument("--out", default="docs/results/deletion_vectors.json")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-dv-"))
@@ -104,6 +112,45 @@ def main() -> None:
                 tables[name] = spark.read.format("delta").load(path)
     a, b = (tables[n] for n in names)
     same = a.exceptAll(b).count() == 0 and b.exceptAll(a).count() == 0 and a.count() == args.rows + new
+
+    # Sustained: many batches into one table. Deletion vectors leave new small files and old row
+    # versions behind; this shows what that costs later MERGEs and a full read, and what Delta's
+    # auto compaction (after a commit, a partition's small files are compacted) gives back.
+    variants = {
+        "rewrite files": {DELETION_VECTORS: "false"},
+        "deletion vectors": {DELETION_VECTORS: "true"},
+        "deletion vectors + auto compaction": {DELETION_VECTORS: "true", AUTO_COMPACT: "true"},
+    }
+    sustained = {}
+    for name, props in variants.items() if args.batches else ():
+        path = str(work / f"sustained-{name.replace(' ', '_').replace('+', 'and')}")
+        shutil.copytree(base, path)
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ("
+                  + ", ".join(f"'{k}' = '{v}'" for k, v in props.items()) + ")")
+        per_batch = []
+        for i in range(args.batches):
+            ids = spark.range(args.changes - new).select(
+                (F.abs(F.xxhash64(F.col("id"), F.lit(i))) % args.rows).alias("id")).distinct()
+            ids = ids.unionByName(spark.range(args.rows + (i + 1) * new, args.rows + (i + 2) * new))
+            batch = current_like(ids, 3 + i).select(CUSTOMER_CURRENT.fieldNames())
+            t0 = time.perf_counter()
+            (DeltaTable.forPath(spark, path).alias("t").merge(batch.alias("s"), CUSTOMER_CURRENT_MERGE_CONDITION)
+             .whenMatchedUpdateAll(condition="t.updated_batch_seq < s.updated_batch_seq")
+             .whenNotMatchedInsertAll().execute())
+            per_batch.append(time.perf_counter() - t0)
+        detail = DeltaTable.forPath(spark, path).detail().first()
+        reads = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            spark.read.format("delta").load(path).agg(F.sum("balance"), F.count(F.lit(1))).collect()
+            reads.append(time.perf_counter() - t0)
+        sustained[name] = {
+            "merge_seconds": per_batch, "total_merge_seconds": sum(per_batch),
+            "median_merge_seconds_last_10": statistics.median(per_batch[-10:]),
+            "files": detail.numFiles, "bytes": detail.sizeInBytes, "median_full_read_seconds": statistics.median(reads),
+        }
+        print(f"[dv] sustained, {name}: {args.batches} MERGEs in {sum(per_batch):.1f} s, {detail.numFiles} files, "
+              f"full read {statistics.median(reads):.2f} s", file=sys.stderr, flush=True)
     med = {k: statistics.median(v) for k, v in times.items()}
     med_written = {k: statistics.median(v) for k, v in written.items()}
     report = {
@@ -114,6 +161,8 @@ def main() -> None:
         "rewrite_over_deletion_vectors_seconds": med["rewrite files"] / med["deletion vectors"],
         "rewrite_over_deletion_vectors_bytes": med_written["rewrite files"] / max(med_written["deletion vectors"], 1),
         "identical_tables": same,
+        "sustained_batches": args.batches,
+        "sustained": sustained,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

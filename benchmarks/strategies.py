@@ -1,10 +1,12 @@
 """All four join strategies side by side in Spark, at several offered rates, on the same data.
 
     .venv/bin/python benchmarks/strategies.py --size small        # about 25 minutes on 2 cores
+    .venv/bin/python benchmarks/strategies.py --size medium       # ten times small's key_map
     .venv/bin/python benchmarks/strategies.py --size full         # 20 million keys: hours, bigger machine
 
-1. Seed two warehouses with most keys of the domain (a uniform stream of 1.2x the domain) (range layout via ``native``, hash layout
-   via ``partitioned-hash``); ``key_map`` is at least ten times the join-memory budget.
+1. Seed a warehouse with most keys of the domain (a uniform stream of 1.2x the domain, loaded
+   by ``native`` in the range layout), and a copy of it laid out by hash (the maintenance
+   ``relayout``); ``key_map`` is ten times the join-memory budget.
 2. Per offered rate, one skewed, bursty stream (PQRS 0.6/0.1/0.25/0.05, b = 0.6) of ``minutes``.
 3. Each strategy loads it from a copy of the same seeded warehouse with the same micro-batch
    trigger interval; the outcomes must be identical.
@@ -38,6 +40,7 @@ from etl import jobs  # noqa: E402
 from etl.config import EtlConfig  # noqa: E402
 from etl.generator import StreamSpec, generate_stream  # noqa: E402
 from etl.ingest import Interval  # noqa: E402
+from etl.maintenance import relayout  # noqa: E402
 from etl.segments import load_layout, segment_column  # noqa: E402
 from etl.simulator.belady import belady_fetches  # noqa: E402
 from etl.spark import build_spark_session  # noqa: E402
@@ -47,6 +50,8 @@ STRATEGIES = ("native", "meshjoin", "partitioned-range", "partitioned-hash")
 SIZES = {
     # keys: the natural-key domain, all loaded first; rates: offered updates/s; minutes per rate.
     "small": dict(keys=60_000, rates=(10, 40), minutes=6, micro_batch_seconds=30, n_part=64, k=16),
+    # Ten times small's key_map (about 55 MB): the trend with the relation's size, in under an hour here.
+    "medium": dict(keys=600_000, rates=(40,), minutes=8, micro_batch_seconds=30, n_part=256, k=16),
     "tiny": dict(keys=3_000, rates=(10,), minutes=2, micro_batch_seconds=30, n_part=16, k=4),  # a smoke run
     "full": dict(keys=20_000_000, rates=(200, 1000, 5000), minutes=20, micro_batch_seconds=60, n_part=1024, k=64),
 }
@@ -128,13 +133,15 @@ def main() -> None:
                    malformed_share=0, delete_share=0, seed=1),
         base.landing_path,
     )
-    seeds = {}
-    for kind, seeder in (("range", "native"), ("hash", "partitioned-hash")):
-        cfg = base.replace(warehouse_root=str(work / f"seed-{kind}"), micro_batch_seconds=300)
-        load_layout(cfg, kind)
-        jobs.ingest(spark, cfg, seed_run)
-        jobs.load(spark, cfg, seed_run, strategy=seeder)
-        seeds[kind] = cfg
+    seeds = {"range": base.replace(warehouse_root=str(work / "seed-range"), micro_batch_seconds=300)}
+    load_layout(seeds["range"], "range")
+    jobs.ingest(spark, seeds["range"], seed_run)
+    jobs.load(spark, seeds["range"], seed_run, strategy="native")
+    # The hash layout: the same warehouse, key_map's segment_id rewritten (the maintenance relayout).
+    seeds["hash"] = base.replace(warehouse_root=str(work / "seed-hash"), micro_batch_seconds=300)
+    shutil.copytree(seeds["range"].warehouse_path, seeds["hash"].warehouse_path)
+    relayout(spark, seeds["hash"].replace(join_strategy="partitioned-hash"))
+    assert load_layout(seeds["hash"]).kind == "hash"
     key_map_bytes = {k: sum(keymap_segment_bytes(spark, c).values()) for k, c in seeds.items()}
     memory_budget = min(key_map_bytes.values()) // 10
     progress(f"key_map: {key_map_bytes} bytes; join memory budget {memory_budget} bytes (1/10)")

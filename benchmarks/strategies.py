@@ -1,6 +1,6 @@
 """All four join strategies side by side in Spark, at several offered rates, on the same data.
 
-    .venv/bin/python benchmarks/strategies.py --size small        # about 25 minutes on 2 cores
+    .venv/bin/python benchmarks/strategies.py --size small        # about 30 minutes on 2 cores
     .venv/bin/python benchmarks/strategies.py --size medium       # ten times small's key_map
     .venv/bin/python benchmarks/strategies.py --size full         # 20 million keys: hours, bigger machine
 

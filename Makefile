@@ -23,7 +23,7 @@ test-fast: setup  ## the tests that need neither Spark nor Airflow
 simulate: setup  ## the thesis's Figures 6.5-6.13 from the simulator (about 9 minutes)
 	$(VENV)/bin/etl simulate figures --out docs/results/simulator
 
-benchmark: setup  ## the four strategies in Spark at several rates (small size: about 25 minutes)
+benchmark: setup  ## the four strategies in Spark at several rates (small size: about 30 minutes)
 	$(PY) benchmarks/strategies.py --size small --out docs/results/strategies
 
 crash-matrix: setup  ## SIGKILL at every commit point of every strategy, in chains (about 35 minutes)

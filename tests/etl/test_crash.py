@@ -35,7 +35,7 @@ pytestmark = pytest.mark.spark
 T0 = datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)
 RUN = Interval(T0, T0 + timedelta(minutes=2))
 SETTINGS = dict(
-    micro_batch_seconds=30, key_domain=300, n_part=8, k=3, d=1, memory_budget=3000, n_invoke=15,
+    micro_batch_seconds=40, key_domain=300, n_part=8, k=3, d=1, memory_budget=3000, n_invoke=15,
     wait_buffer_tuples=60, tau=50, spark_shuffle_partitions=2, spark_master="local[2]",
 )
 POINTS = {

@@ -103,8 +103,8 @@ def test_a_natural_key_in_two_batches_and_two_runs_keeps_one_surrogate_key(spark
 def test_micro_batch_split_does_not_change_the_warehouse(spark, cfg, tmp_path):
     stream(cfg, key_domain=80)
     ingest_and_load(spark, cfg)
-    fine = cfg.replace(warehouse_root=str(tmp_path / "fine"), runs_root=str(tmp_path / "fine-runs"), micro_batch_seconds=20)
-    assert ingest_and_load(spark, fine)["batches_committed"] == 9
+    fine = cfg.replace(warehouse_root=str(tmp_path / "fine"), runs_root=str(tmp_path / "fine-runs"), micro_batch_seconds=30)
+    assert ingest_and_load(spark, fine)["batches_committed"] == 6
 
     def content(c, name, drop):
         df = read(spark, c, name).drop(*drop)

@@ -122,8 +122,8 @@ def submit(cfg, master: str, interval: Interval, extra_conf: dict[str, str], log
 def test_the_job_on_a_standalone_cluster_equals_the_local_run(spark, cfg, tmp_path):
     from etl.tables import read
 
-    interval = Interval(T0, T0.replace(minute=5))
-    generate_stream(StreamSpec(start=T0, duration_s=300, rate=6, key_domain=cfg.key_domain, seed=11), cfg.landing_path)
+    interval = Interval(T0, T0.replace(minute=3))
+    generate_stream(StreamSpec(start=T0, duration_s=180, rate=6, key_domain=cfg.key_domain, seed=11), cfg.landing_path)
     local = cfg.replace(warehouse_root=str(tmp_path / "wh-local"), runs_root=str(tmp_path / "runs-local"),
                         gx_root=str(tmp_path / "gx-local"))
     on_cluster = cfg.replace(warehouse_root=str(tmp_path / "wh-cluster"), runs_root=str(tmp_path / "runs-cluster"),

@@ -185,6 +185,12 @@ def main() -> None:
                 "keymap_bytes_per_1000_updates": 1000 * sum(m.keymap_bytes_read for m in metrics) / max(updates, 1),
                 "probes": sum(m.segments_probed for m in metrics),
                 "batches": len(metrics),
+                # Per batch, in commit order: whether batch times drift over a long run.
+                "per_batch": [
+                    {"index": m.batch_index, "updates": m.updates_in, "probes": m.segments_probed,
+                     "wait_buffer_tuples": m.wait_buffer_tuples, "duration_s": round(m.duration_s, 2)}
+                    for m in sorted(metrics, key=lambda r: r.batch_seq)
+                ],
                 **replay(metrics, outcomes, run, t),
             }
             if strategy.startswith("partitioned"):

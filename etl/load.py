@@ -113,6 +113,7 @@ class Loader:
         self.layout = load_layout(cfg, "hash" if name == "partitioned-hash" else "range")
         self.segment_of = segment_column(self.layout)
         self.strategy = get_strategy(name, spark, cfg, self.layout)
+        self._state: tuple[int, int] | None = None  # the ledger's state, kept while this loader holds the lock
 
     # ------------------------------------------------------------------ state of the ledger
 
@@ -120,11 +121,15 @@ class Loader:
         return read(self.spark, self.cfg, "batch_ledger")
 
     def _ledger_state(self) -> tuple[int, int]:
-        """(last committed batch_seq, next surrogate key)."""
+        """(last committed batch_seq, next surrogate key). Read from the ledger once per load, then
+        advanced by each ledger row this loader appends: under the lock no one else writes it, and
+        a Delta read per batch cost 0.7 s of an 18-s batch (profiled)."""
         from pyspark.sql import functions as F
 
-        row = self._ledger().agg(F.max("batch_seq"), F.max("next_surrogate_key")).first()
-        return int(row[0] or 0), int(row[1] or 1)
+        if self._state is None:
+            row = self._ledger().agg(F.max("batch_seq"), F.max("next_surrogate_key")).first()
+            self._state = (int(row[0] or 0), int(row[1] or 1))
+        return self._state
 
     def _done_batches(self, run_key: str) -> set[int]:
         rows = self._ledger().where(f"run_key = '{run_key}'").select("batch_index").collect()
@@ -168,7 +173,11 @@ class Loader:
         from etl.lock import LoadLock
 
         with LoadLock(self.cfg.meta_path, f"load of {interval.run_key}"):
-            return self._load(interval, progress)
+            self._state = None  # others may have loaded since this loader last held the lock
+            try:
+                return self._load(interval, progress)
+            finally:
+                self._state = None
 
     def _load(self, interval: Interval, progress=None) -> LoadResult:
         result = LoadResult(interval.run_key, self.strategy.name)
@@ -368,6 +377,7 @@ class Loader:
             "committed_at": committed_at,
         }
         self._append_row(ledger, "batch_ledger", batch_seq)
+        self._state = (batch_seq, ledger["next_surrogate_key"])
         crash_point("load.ledger_appended")
         return BatchResult(
             run_key, batch_index, batch_seq, n, counts, counts["new"], delay_avg, delay_p99, committed - started

@@ -100,6 +100,25 @@ def test_a_natural_key_in_two_batches_and_two_runs_keeps_one_surrogate_key(spark
     assert [tuple(r) for r in current.collect()] == [(2, "Quito", 3)]
 
 
+def test_a_loader_reused_after_another_load_continues_the_ledger(spark, cfg):
+    """The loader keeps the ledger's state in memory while it holds the lock; a second load on the
+    same loader must see what another loader committed in between (no reused batch_seq or key)."""
+    minutes = [Interval(T0 + timedelta(minutes=m), T0 + timedelta(minutes=m + 1)) for m in range(3)]
+    for m, interval in enumerate(minutes):
+        at = (T0 + timedelta(minutes=m, seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        land(cfg, [good(f"k{m}", seq=1, arrival_ts=at)], minute=interval.start)
+        jobs.ingest(spark, cfg, interval)
+    kept = Loader(spark, cfg)
+    kept.load(minutes[0])
+    jobs.load(spark, cfg, minutes[1])  # another loader (another process, in production)
+    kept.load(minutes[2])
+
+    ledger = read(spark, cfg, "batch_ledger").select("batch_seq", "next_surrogate_key")
+    assert sorted(tuple(r) for r in ledger.collect()) == [(1, 2), (2, 3), (3, 4)]
+    keys = read(spark, cfg, "key_map").select("natural_key", "surrogate_key")
+    assert sorted(tuple(r) for r in keys.collect()) == [("k0", 1), ("k1", 2), ("k2", 3)]
+
+
 def test_micro_batch_split_does_not_change_the_warehouse(spark, cfg, tmp_path):
     stream(cfg, key_domain=80)
     ingest_and_load(spark, cfg)

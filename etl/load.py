@@ -174,10 +174,7 @@ class Loader:
 
         with LoadLock(self.cfg.meta_path, f"load of {interval.run_key}"):
             self._state = None  # others may have loaded since this loader last held the lock
-            try:
-                return self._load(interval, progress)
-            finally:
-                self._state = None
+            return self._load(interval, progress)
 
     def _load(self, interval: Interval, progress=None) -> LoadResult:
         result = LoadResult(interval.run_key, self.strategy.name)

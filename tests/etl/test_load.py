@@ -102,7 +102,8 @@ def test_a_natural_key_in_two_batches_and_two_runs_keeps_one_surrogate_key(spark
 
 def test_a_loader_reused_after_another_load_continues_the_ledger(spark, cfg):
     """The loader keeps the ledger's state in memory while it holds the lock; a second load on the
-    same loader must see what another loader committed in between (no reused batch_seq or key)."""
+    same loader must see what another loader committed in between: no reused batch_seq or key, and
+    the other loader's batch is not taken for a crash's leftover and applied again."""
     minutes = [Interval(T0 + timedelta(minutes=m), T0 + timedelta(minutes=m + 1)) for m in range(3)]
     for m, interval in enumerate(minutes):
         at = (T0 + timedelta(minutes=m, seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -111,7 +112,9 @@ def test_a_loader_reused_after_another_load_continues_the_ledger(spark, cfg):
     kept = Loader(spark, cfg)
     kept.load(minutes[0])
     jobs.load(spark, cfg, minutes[1])  # another loader (another process, in production)
-    kept.load(minutes[2])
+    third = kept.load(minutes[2])
+
+    assert (third.recovered_batches, len(third.batches)) == (0, 1)
 
     ledger = read(spark, cfg, "batch_ledger").select("batch_seq", "next_surrogate_key")
     assert sorted(tuple(r) for r in ledger.collect()) == [(1, 2), (2, 3), (3, 4)]

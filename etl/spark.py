@@ -29,7 +29,7 @@ def delta_package(cfg: EtlConfig | None = None) -> str:
 
 def spark_conf(cfg: EtlConfig) -> dict[str, str]:
     """Every Spark setting the jobs need, except the master (a connection's business under Airflow)."""
-    return {
+    conf = {
         "spark.jars.packages": delta_package(cfg),
         "spark.sql.extensions": DELTA_EXTENSION,
         "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
@@ -50,6 +50,9 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "true",
     }
+    if cfg.spark_driver_java_options.strip():
+        conf["spark.driver.extraJavaOptions"] = cfg.spark_driver_java_options.strip()
+    return conf
 
 
 def check_java() -> str:
@@ -76,6 +79,7 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
     if in_spark_submit():
         conf.pop("spark.jars.packages")
         conf.pop("spark.driver.memory")
+        conf.pop("spark.driver.extraJavaOptions", None)  # the driver JVM is already running
     else:
         check_java()
         builder = builder.master(master or cfg.spark_master)

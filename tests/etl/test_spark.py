@@ -1,6 +1,6 @@
 from importlib import metadata
 
-from etl.config import EtlConfig
+from etl.config import EtlConfig, load_config
 from etl.spark import DELTA_CATALOG, DELTA_EXTENSION, delta_package, spark_conf
 
 
@@ -22,3 +22,9 @@ def test_session_has_delta(spark):
     assert spark.conf.get("spark.sql.extensions") == DELTA_EXTENSION
     assert spark.sparkContext.master == "local[2]"
     assert spark.range(3).count() == 3
+
+
+def test_driver_java_options_reach_the_driver_only_when_set(tmp_path):
+    assert "spark.driver.extraJavaOptions" not in spark_conf(EtlConfig(warehouse_root=str(tmp_path)))
+    cfg = load_config(env={"ETL_SPARK_DRIVER_JAVA_OPTIONS": " -XX:TieredStopAtLevel=1 "})
+    assert spark_conf(cfg)["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"

@@ -122,12 +122,14 @@ def submit(cfg, master: str, interval: Interval, extra_conf: dict[str, str], log
 def test_the_job_on_a_standalone_cluster_equals_the_local_run(spark, cfg, tmp_path):
     from etl.tables import read
 
-    interval = Interval(T0, T0.replace(minute=3))
-    generate_stream(StreamSpec(start=T0, duration_s=180, rate=6, key_domain=cfg.key_domain, seed=11), cfg.landing_path)
+    # Two micro-batches: the second finds the first's state (wait buffer, segments) on the cluster.
+    interval = Interval(T0, T0.replace(minute=2))
+    generate_stream(StreamSpec(start=T0, duration_s=120, rate=6, key_domain=cfg.key_domain, seed=11), cfg.landing_path)
     local = cfg.replace(warehouse_root=str(tmp_path / "wh-local"), runs_root=str(tmp_path / "runs-local"),
                         gx_root=str(tmp_path / "gx-local"))
     on_cluster = cfg.replace(warehouse_root=str(tmp_path / "wh-cluster"), runs_root=str(tmp_path / "runs-cluster"),
-                             gx_root=str(tmp_path / "gx-cluster"))
+                             gx_root=str(tmp_path / "gx-cluster"),
+                             spark_driver_java_options=os.environ.get("ETL_SPARK_DRIVER_JAVA_OPTIONS", ""))
     # The local-mode run: the same job, with the configuration spark-submit's driver builds (the
     # environment and --settings-json), in this test's local[2] session.
     as_submitted = load_config(env=job_env(local), overrides=SETTINGS)

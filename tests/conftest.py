@@ -13,7 +13,7 @@ from etl.config import EtlConfig
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # Every job the tests start in a subprocess (crash, concurrency, CLI, cluster, Airflow) is a short
-# job on small data in a cold JVM: C1-only JIT makes such a job about 12% faster here
+# job on small data in a cold JVM: C1-only JIT took 0.77x the time of the default here
 # (docs/decisions.md). The session fixture below is long-lived and keeps the default JIT.
 os.environ.setdefault("ETL_SPARK_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 

@@ -50,8 +50,9 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "true",
     }
-    if cfg.spark_driver_java_options.strip():
-        conf["spark.driver.extraJavaOptions"] = cfg.spark_driver_java_options.strip()
+    java_options = cfg.spark_driver_java_options.strip()
+    if java_options:
+        conf["spark.driver.extraJavaOptions"] = java_options
     return conf
 
 

@@ -37,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from etl import jobs  # noqa: E402
+from etl.batch_cost import fit_batch_cost  # noqa: E402
 from etl.config import EtlConfig  # noqa: E402
 from etl.generator import StreamSpec, generate_stream  # noqa: E402
 from etl.ingest import Interval  # noqa: E402
@@ -102,6 +103,67 @@ def replay(metrics, outcomes, interval: Interval, t: int) -> dict:
     }
 
 
+def cost_model(row: dict, t: int) -> dict:
+    """The per-batch cost fitted on the run's batches, and the rate it predicts sustainable at the
+    trigger ``t`` (the measured capacity at one offered rate tracks that rate; etl/batch_cost.py)."""
+    batches = [b for b in row.get("per_batch", []) if b["index"] >= 0]
+    if len(batches) < 5:
+        return {}
+    cost = fit_batch_cost(row["per_batch"])
+    probes_per_update = sum(b["probes"] for b in batches) / max(sum(b["updates"] for b in batches), 1)
+    return {
+        "batch_cost": cost.as_dict(),
+        # One offered rate identifies the terms poorly (two medium runs of the same stream gave 86
+        # and 187 updates/s for range): a diagnostic, not a capacity; measure several rates.
+        "extrapolated_sustainable_rate": cost.sustainable_rate(t, probes_per_update, batch_index=batches[-1]["index"]),
+    }
+
+
+def summarise(report: dict) -> None:
+    """Cross-strategy figures of ``report`` (from its results), in place."""
+    results, strategies = report["results"], [s for s in STRATEGIES if any(s in v for v in report["results"].values())]
+
+    def ratio(rate_key, a, b, metric):
+        r = results[rate_key]
+        return r[a][metric] / r[b][metric] if a in r and b in r and r[b][metric] else None
+
+    sustained = {s: max([float(k) for k, v in results.items() if s in v and v[s]["sustained"]], default=0.0) for s in strategies}
+    capacity = {s: max(v[s]["capacity_updates_per_s"] for v in results.values() if s in v) for s in strategies}
+    report["targets"] = {
+        rk: {
+            "delay_range_over_meshjoin": ratio(rk, "partitioned-range", "meshjoin", "avg_delay_s"),
+            "bytes_range_over_native": ratio(rk, "partitioned-range", "native", "keymap_bytes_per_1000_updates"),
+            "fetches_range_over_belady": results[rk].get("partitioned-range", {}).get("fetches_over_belady"),
+        }
+        for rk in results
+    }
+    report["highest_sustained_rate"] = sustained
+    report["capacity_updates_per_s"] = capacity
+    report["capacity_range_over_native"] = capacity.get("partitioned-range", 0) / max(capacity.get("native", 0), 1e-9)
+
+
+def write_report(report: dict, out: Path, size: str) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"strategies-{size}.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
+    plot(report, out / f"strategies-{size}.png")
+    (out / f"strategies-{size}.md").write_text(table(report))
+
+
+def refit(path: Path) -> None:
+    """Add the cost model to a report written before it existed (its ``per_batch`` series is
+    needed), and rewrite the report's JSON, Markdown and plot beside it."""
+    report = json.loads(path.read_text())
+    for per in report["results"].values():
+        for s in STRATEGIES:
+            if s in per:
+                per[s].update(cost_model(per[s], report["micro_batch_seconds"]))
+    summarise(report)
+    write_report(report, path.parent, report["size"])
+    progress(f"refitted {path}: " + ", ".join(
+        f"{s} at {rk}/s: {per[s]['batch_cost']}" for rk, per in report["results"].items() for s in STRATEGIES
+        if "batch_cost" in per.get(s, {})))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=sorted(SIZES), default="small")
@@ -110,7 +172,11 @@ def main() -> None:
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--work", default="", help="working directory (default: a temporary one, removed)")
     ap.add_argument("--out", default="docs/results/strategies")
+    ap.add_argument("--refit", default="", help="a report JSON: add the per-batch cost model to it and rewrite it; runs nothing")
     args = ap.parse_args()
+    if args.refit:
+        refit(Path(args.refit))
+        return
     size = dict(SIZES[args.size])
     rates = [float(r) for r in args.rates.split(",")] if args.rates else list(size["rates"])
     minutes = args.minutes or size["minutes"]
@@ -188,11 +254,21 @@ def main() -> None:
                 # Per batch, in commit order: whether batch times drift over a long run.
                 "per_batch": [
                     {"index": m.batch_index, "updates": m.updates_in, "probes": m.segments_probed,
-                     "wait_buffer_tuples": m.wait_buffer_tuples, "duration_s": round(m.duration_s, 2)}
+                     "wait_buffer_tuples": m.wait_buffer_tuples, "keymap_bytes_read": m.keymap_bytes_read,
+                     "admitted": m.segments_admitted, "evicted": m.segments_evicted,
+                     "resident_bytes": m.resident_bytes, "duration_s": round(m.duration_s, 2)}
                     for m in sorted(metrics, key=lambda r: r.batch_seq)
                 ],
+                "keymap_files_before": spark.sql(
+                    f"DESCRIBE DETAIL delta.`{seeds[kind].table_path('key_map')}`").first().numFiles,
+                # Files the run left per table: small files and deletion vectors accumulate per MERGE.
+                "files_after": {
+                    table: spark.sql(f"DESCRIBE DETAIL delta.`{cfg.table_path(table)}`").first().numFiles
+                    for table in ("key_map", "customer_current", "wait_buffer", "outcome_log")
+                },
                 **replay(metrics, outcomes, run, t),
             }
+            row.update(cost_model(row, t))
             if strategy.startswith("partitioned"):
                 layout = load_layout(cfg)
                 seg = segment_column(layout)
@@ -219,36 +295,16 @@ def main() -> None:
         per_rate["identical_outcomes"] = len(outcomes_set) == 1
         results[f"{rate:g}"] = per_rate
 
-    def ratio(rate_key, a, b, metric):
-        r = results[rate_key]
-        return r[a][metric] / r[b][metric] if a in r and b in r and r[b][metric] else None
-
-    sustained = {s: max([float(k) for k, v in results.items() if s in v and v[s]["sustained"]], default=0.0) for s in strategies}
-    capacity = {s: max(v[s]["capacity_updates_per_s"] for v in results.values() if s in v) for s in strategies}
     report = {
         "command": "python benchmarks/strategies.py " + " ".join(a for a in sys.argv[1:]),
         "size": args.size, "keys": size["keys"], "rates": rates, "minutes": minutes, "micro_batch_seconds": t,
         "meshjoin_k": size["k"], "partitioned": "wait_buffer_tuples = rate x trigger; n_invoke = wait_buffer_tuples / 8",
         "key_map_bytes": key_map_bytes, "memory_budget": memory_budget,
         "results": results,
-        "targets": {
-            rk: {
-                "delay_range_over_meshjoin": ratio(rk, "partitioned-range", "meshjoin", "avg_delay_s"),
-                "bytes_range_over_native": ratio(rk, "partitioned-range", "native", "keymap_bytes_per_1000_updates"),
-                "fetches_range_over_belady": results[rk].get("partitioned-range", {}).get("fetches_over_belady"),
-            }
-            for rk in results
-        },
-        "highest_sustained_rate": sustained,
-        "capacity_updates_per_s": capacity,
-        "capacity_range_over_native": capacity.get("partitioned-range", 0) / max(capacity.get("native", 0), 1e-9),
         "wall_seconds": time.time() - started,
     }
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"strategies-{args.size}.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
-    plot(report, out / f"strategies-{args.size}.png")
-    (out / f"strategies-{args.size}.md").write_text(table(report))
+    summarise(report)
+    write_report(report, Path(args.out), args.size)
     print(json.dumps(report["targets"], indent=1))
     spark.stop()
     if not args.work:

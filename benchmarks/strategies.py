@@ -159,9 +159,9 @@ def refit(path: Path) -> None:
                 per[s].update(cost_model(per[s], report["micro_batch_seconds"]))
     summarise(report)
     write_report(report, path.parent, report["size"])
-    progress(f"refitted {path}: " + ", ".join(
-        f"{s} at {rk}/s: {per[s]['batch_cost']}" for rk, per in report["results"].items() for s in STRATEGIES
-        if "batch_cost" in per.get(s, {})))
+    fitted = [f"{s} at {rk}/s: {per[s]['batch_cost']}" for rk, per in report["results"].items() for s in STRATEGIES
+              if "batch_cost" in per.get(s, {})]
+    progress(f"refitted {path}: " + (", ".join(fitted) or "no run has a per_batch series of 5 batches or more"))
 
 
 def main() -> None:

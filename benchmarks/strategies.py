@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from etl import jobs  # noqa: E402
-from etl.batch_cost import fit_batch_cost  # noqa: E402
+from etl.batch_cost import MIN_BATCHES, fit_batch_cost, steps  # noqa: E402
 from etl.config import EtlConfig  # noqa: E402
 from etl.generator import StreamSpec, generate_stream  # noqa: E402
 from etl.ingest import Interval  # noqa: E402
@@ -57,6 +57,10 @@ SIZES = {
     "full": dict(keys=20_000_000, rates=(200, 1000, 5000), minutes=20, micro_batch_seconds=60, n_part=1024, k=64),
 }
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
+
+
+def table_files(spark, cfg: EtlConfig, table: str) -> int:
+    return spark.sql(f"DESCRIBE DETAIL delta.`{cfg.table_path(table)}`").first().numFiles
 
 
 def progress(msg: str) -> None:
@@ -106,8 +110,8 @@ def replay(metrics, outcomes, interval: Interval, t: int) -> dict:
 def cost_model(row: dict, t: int) -> dict:
     """The per-batch cost fitted on the run's batches, and the rate it predicts sustainable at the
     trigger ``t`` (the measured capacity at one offered rate tracks that rate; etl/batch_cost.py)."""
-    batches = [b for b in row.get("per_batch", []) if b["index"] >= 0]
-    if len(batches) < 5:
+    batches = steps(row.get("per_batch", []))
+    if len(batches) < MIN_BATCHES:
         return {}
     cost = fit_batch_cost(row["per_batch"])
     probes_per_update = sum(b["probes"] for b in batches) / max(sum(b["updates"] for b in batches), 1)
@@ -161,7 +165,7 @@ def refit(path: Path) -> None:
     write_report(report, path.parent, report["size"])
     fitted = [f"{s} at {rk}/s: {per[s]['batch_cost']}" for rk, per in report["results"].items() for s in STRATEGIES
               if "batch_cost" in per.get(s, {})]
-    progress(f"refitted {path}: " + (", ".join(fitted) or "no run has a per_batch series of 5 batches or more"))
+    progress(f"refitted {path}: " + (", ".join(fitted) or f"no run has a per_batch series of {MIN_BATCHES} batches or more"))
 
 
 def main() -> None:
@@ -209,6 +213,7 @@ def main() -> None:
     relayout(spark, seeds["hash"].replace(join_strategy="partitioned-hash"))
     assert load_layout(seeds["hash"]).kind == "hash"
     key_map_bytes = {k: sum(keymap_segment_bytes(spark, c).values()) for k, c in seeds.items()}
+    key_map_files = {k: table_files(spark, c, "key_map") for k, c in seeds.items()}
     memory_budget = min(key_map_bytes.values()) // 10
     progress(f"key_map: {key_map_bytes} bytes; join memory budget {memory_budget} bytes (1/10)")
 
@@ -259,12 +264,10 @@ def main() -> None:
                      "resident_bytes": m.resident_bytes, "duration_s": round(m.duration_s, 2)}
                     for m in sorted(metrics, key=lambda r: r.batch_seq)
                 ],
-                "keymap_files_before": spark.sql(
-                    f"DESCRIBE DETAIL delta.`{seeds[kind].table_path('key_map')}`").first().numFiles,
+                "keymap_files_before": key_map_files[kind],
                 # Files the run left per table: small files and deletion vectors accumulate per MERGE.
                 "files_after": {
-                    table: spark.sql(f"DESCRIBE DETAIL delta.`{cfg.table_path(table)}`").first().numFiles
-                    for table in ("key_map", "customer_current", "wait_buffer", "outcome_log")
+                    table: table_files(spark, cfg, table) for table in ("key_map", "customer_current", "wait_buffer", "outcome_log")
                 },
                 **replay(metrics, outcomes, run, t),
             }

@@ -1,7 +1,7 @@
 """A per-batch cost model fitted from a run's ``join_metrics``, and the rate it can sustain.
 
 Why: a micro-batch's duration has a large fixed part (Delta log reads, the MERGEs, the ledger
-commits: about 15 s of a 30-s trigger at the benchmark's medium size) and a part that grows with
+commits: about 17 s of a 30-s trigger at the benchmark's medium size) and a part that grows with
 the batch's updates and probes. "Updates per second of batch time" measured at one offered rate
 therefore tracks the offered rate, not the capacity: a quiet stretch of a bursty stream lowers it
 (docs/benchmark.md, "Range's capacity over a long run"). Fitting
@@ -18,6 +18,12 @@ import itertools
 from dataclasses import asdict, dataclass
 
 TERMS = ("fixed_s", "drift_s_per_batch", "per_update_s", "per_probe_s")
+MIN_BATCHES = len(TERMS) + 1
+
+
+def steps(batches: list[dict]) -> list[dict]:
+    """The run's micro-batches without its final flush (index < 0), a different kind of step."""
+    return [b for b in batches if b["index"] >= 0]
 
 
 @dataclass(frozen=True)
@@ -56,14 +62,13 @@ class BatchCost:
 
 def fit_batch_cost(batches: list[dict]) -> BatchCost:
     """Non-negative least squares of each batch's ``duration_s`` on its index, ``updates`` and
-    ``probes`` (dicts as in the benchmark's ``per_batch``). The run's final flush (index < 0)
-    is a different kind of step and is left out. Non-negative, because a cost that falls with
+    ``probes`` (dicts as in the benchmark's ``per_batch``), the flush left out (``steps``). Non-negative, because a cost that falls with
     more work is noise, not a cost; with four terms every subset is tried (16 fits)."""
     import numpy as np
 
-    rows = [b for b in batches if b["index"] >= 0]
-    if len(rows) < len(TERMS) + 1:
-        raise ValueError(f"need at least {len(TERMS) + 1} batches (flush excluded) to fit {len(TERMS)} terms, got {len(rows)}")
+    rows = steps(batches)
+    if len(rows) < MIN_BATCHES:
+        raise ValueError(f"need at least {MIN_BATCHES} batches (flush excluded) to fit {len(TERMS)} terms, got {len(rows)}")
     x = np.array([[1.0, b["index"], b["updates"], b["probes"]] for b in rows])
     y = np.array([float(b["duration_s"]) for b in rows])
     best = None

@@ -5,8 +5,10 @@
     .venv/bin/python benchmarks/strategies.py --size full         # 20 million keys: hours, bigger machine
 
 1. Seed a warehouse with most keys of the domain (a uniform stream of 1.2x the domain, loaded
-   by ``native`` in the range layout), and a copy of it laid out by hash (the maintenance
-   ``relayout``); ``key_map`` is ten times the join-memory budget.
+   by ``native`` in the range layout; at full size, or with ``--seed direct``, one bulk write of
+   half the domain's ``(source, key)`` pairs: ``seed_direct``), and, when ``partitioned-hash``
+   runs, a copy of it laid out by hash (the maintenance ``relayout``); ``key_map`` is ten times
+   the join-memory budget.
 2. Per offered rate, one skewed, bursty stream (PQRS 0.6/0.1/0.25/0.05, b = 0.6) of ``minutes``.
 3. Each strategy loads it from a copy of the same seeded warehouse with the same micro-batch
    trigger interval; the outcomes must be identical.
@@ -54,9 +56,60 @@ SIZES = {
     # Ten times small's key_map (about 55 MB): the trend with the relation's size, in under an hour here.
     "medium": dict(keys=600_000, rates=(40,), minutes=8, micro_batch_seconds=30, n_part=256, k=16),
     "tiny": dict(keys=3_000, rates=(10,), minutes=2, micro_batch_seconds=30, n_part=16, k=4),  # a smoke run
-    "full": dict(keys=20_000_000, rates=(200, 1000, 5000), minutes=20, micro_batch_seconds=60, n_part=1024, k=64),
+    "full": dict(keys=20_000_000, rates=(200, 1000, 5000), minutes=20, micro_batch_seconds=60, n_part=1024, k=64,
+                 seed="direct"),
 }
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
+
+
+def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float = 0.5, sources=("crm", "web")) -> int:
+    """Write a seeded warehouse's ``key_map``, ``customer_current`` and ledger row directly, as one
+    bulk load: the stream path (1.2x the domain as JSON lines through ingest and ``native``) would
+    take hours at 20 million keys on 2 cores. Each ``(source, natural key)`` of the domain is
+    present with probability ``presence`` (a fixed hash, so every run seeds the same rows) with
+    the generator's ``initial_content``, so the stream's "unchanged" updates are duplicates here
+    too. Returns the rows seeded."""
+    from pyspark.sql import functions as F
+
+    from etl.generator import CITIES
+    from etl.ingest import row_hash
+    from etl.load import FLUSH_STEP
+    from etl.tables import append_once, ensure_tables
+
+    ensure_tables(spark, cfg)
+    seg = segment_column(load_layout(cfg, "range"))
+    n = F.col("id")
+    parts = []
+    for i, source in enumerate(sources):
+        parts.append(spark.range(keys).select(
+            F.lit(source).alias("source_id"), n.cast("string").alias("natural_key"),
+            (n * len(sources) + i + 1).alias("surrogate_key"), F.lit("upsert").alias("op"),
+            F.format_string("Customer %s-%d", F.lit(source), n).alias("name"),
+            F.format_string("c%d@%s.example", n, F.lit(source)).alias("email"),
+            F.element_at(F.array(*map(F.lit, CITIES)), ((n * 7 + len(source)) % len(CITIES) + 1).cast("int")).alias("city"),
+            (((n * 37) % 100000) / 10).cast("decimal(18,2)").alias("balance"),
+        ))
+    rows = parts[0]
+    for p in parts[1:]:
+        rows = rows.unionByName(p)
+    ts = F.lit(run.start.replace(tzinfo=None)).cast("timestamp")
+    rows = (
+        rows.where(F.pmod(F.xxhash64("source_id", "natural_key"), F.lit(1_000_000)) < int(presence * 1_000_000))
+        .withColumn("row_hash", row_hash())
+        .withColumn("segment_id", seg(F.col("source_id"), F.col("natural_key")))
+        .withColumn("last_source_seq", F.lit(0).cast("long"))
+        .withColumn("first_arrival_ts", ts).withColumn("last_arrival_ts", ts).withColumn("event_ts", ts)
+        .withColumn("arrival_ts", ts).withColumn("created_batch_seq", F.lit(1).cast("long"))
+        .withColumn("updated_batch_seq", F.lit(1).cast("long")).withColumn("is_deleted", F.lit(False))
+    )
+    append_once(rows.repartition(cfg.n_part, "segment_id"), cfg, "key_map", 1)
+    append_once(rows, cfg, "customer_current", 1)
+    seeded = spark.read.format("delta").load(cfg.table_path("key_map")).count()
+    ledger = [(run.run_key, FLUSH_STEP, 1, "seed", seeded, seeded, keys * len(sources) + 1, run.end.replace(tzinfo=None))]
+    append_once(spark.createDataFrame(ledger, "run_key string, batch_index int, batch_seq long, strategy string, "
+                                      "updates_in long, keys_allocated long, next_surrogate_key long, committed_at timestamp"),
+                cfg, "batch_ledger", 1)
+    return seeded
 
 
 def table_files(spark, cfg: EtlConfig, table: str) -> int:
@@ -173,6 +226,14 @@ def main() -> None:
     ap.add_argument("--size", choices=sorted(SIZES), default="small")
     ap.add_argument("--rates", default="", help="comma-separated offered rates (default: the size's)")
     ap.add_argument("--minutes", type=int, default=0, help="minutes of stream per rate (default: the size's)")
+    ap.add_argument("--seed", choices=("stream", "direct"), default="",
+                    help="seed key_map through a loaded stream, or by one bulk write (default: direct for full, else stream)")
+    ap.add_argument("--max-wait-s", type=float, default=0.0,
+                    help="the partitioned strategies' wait bound max_wait_s (default 0: none, the thesis's policy)")
+    ap.add_argument("--seed-only", action="store_true",
+                    help="seed the range-layout warehouse under --work and stop; later runs with that --work reuse it")
+    ap.add_argument("--trigger", type=int, default=0,
+                    help="micro-batch trigger interval in seconds, the same for every strategy (default: the size's)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
     ap.add_argument("--work", default="", help="working directory (default: a temporary one, removed)")
     ap.add_argument("--out", default="docs/results/strategies")
@@ -185,7 +246,11 @@ def main() -> None:
     rates = [float(r) for r in args.rates.split(",")] if args.rates else list(size["rates"])
     minutes = args.minutes or size["minutes"]
     strategies = [s.strip() for s in args.strategies.split(",")]
-    t = size["micro_batch_seconds"]
+    if args.seed_only and not args.work:
+        ap.error("--seed-only needs --work (where the seeded warehouse is kept)")
+    if args.trigger < 0:
+        ap.error("--trigger must be a positive number of seconds")
+    t = args.trigger or size["micro_batch_seconds"]
     work = Path(args.work or tempfile.mkdtemp(prefix="bench-strategies-"))
     started = time.time()
 
@@ -196,22 +261,44 @@ def main() -> None:
     )
     spark = build_spark_session(base, app_name="bench-strategies", master="local[2]")
     seed_run = Interval(T0, T0 + timedelta(minutes=5))
-    progress(f"seeding {size['keys']} keys (range and hash layouts) under {work}")
-    generate_stream(
-        StreamSpec(start=seed_run.start, duration_s=300, rate=size["keys"] / 300 * 1.2, key_domain=size["keys"],
-                   p=0.25, q=0.25, r=0.25, s=0.25, b=0.5, new_key_share=0, duplicate_share=0, unchanged_share=0,
-                   malformed_share=0, delete_share=0, seed=1),
-        base.landing_path,
-    )
+    seed_mode = args.seed or size.get("seed", "stream")
+    layouts = ["range"] + (["hash"] if "partitioned-hash" in strategies and not args.seed_only else [])
+    progress(f"seeding {size['keys']} keys ({seed_mode}; {' and '.join(layouts)} layouts) under {work}")
     seeds = {"range": base.replace(warehouse_root=str(work / "seed-range"), micro_batch_seconds=300)}
-    load_layout(seeds["range"], "range")
-    jobs.ingest(spark, seeds["range"], seed_run)
-    jobs.load(spark, seeds["range"], seed_run, strategy="native")
-    # The hash layout: the same warehouse, key_map's segment_id rewritten (the maintenance relayout).
-    seeds["hash"] = base.replace(warehouse_root=str(work / "seed-hash"), micro_batch_seconds=300)
-    shutil.copytree(seeds["range"].warehouse_path, seeds["hash"].warehouse_path)
-    relayout(spark, seeds["hash"].replace(join_strategy="partitioned-hash"))
-    assert load_layout(seeds["hash"]).kind == "hash"
+    marker = work / "seed-range.json"  # a finished seed under --work is reused (seed once, run many times)
+    wanted = {"keys": size["keys"], "n_part": size["n_part"], "seed": seed_mode}
+    if marker.exists() and json.loads(marker.read_text()) == wanted:
+        progress(f"reusing the seeded warehouse {seeds['range'].warehouse_path}")
+    elif seed_mode == "direct":
+        marker.unlink(missing_ok=True)
+        shutil.rmtree(seeds["range"].warehouse_path, ignore_errors=True)
+        rows = seed_direct(spark, seeds["range"], size["keys"], seed_run)
+        progress(f"seeded {rows} key_map rows directly in {time.time() - started:.0f} s")
+    else:
+        marker.unlink(missing_ok=True)
+        shutil.rmtree(seeds["range"].warehouse_path, ignore_errors=True)
+        shutil.rmtree(base.landing_path, ignore_errors=True)
+        generate_stream(
+            StreamSpec(start=seed_run.start, duration_s=300, rate=size["keys"] / 300 * 1.2, key_domain=size["keys"],
+                       p=0.25, q=0.25, r=0.25, s=0.25, b=0.5, new_key_share=0, duplicate_share=0, unchanged_share=0,
+                       malformed_share=0, delete_share=0, seed=1),
+            base.landing_path,
+        )
+        load_layout(seeds["range"], "range")
+        jobs.ingest(spark, seeds["range"], seed_run)
+        jobs.load(spark, seeds["range"], seed_run, strategy="native")
+    marker.write_text(json.dumps(wanted))
+    if args.seed_only:
+        progress(f"seeded under {work} in {time.time() - started:.0f} s; run again with --work {work} to use it")
+        spark.stop()
+        return
+    if "hash" in layouts:
+        shutil.rmtree(work / "seed-hash", ignore_errors=True)
+        # The hash layout: the same warehouse, key_map's segment_id rewritten (the maintenance relayout).
+        seeds["hash"] = base.replace(warehouse_root=str(work / "seed-hash"), micro_batch_seconds=300)
+        shutil.copytree(seeds["range"].warehouse_path, seeds["hash"].warehouse_path)
+        relayout(spark, seeds["hash"].replace(join_strategy="partitioned-hash"))
+        assert load_layout(seeds["hash"]).kind == "hash"
     key_map_bytes = {k: sum(keymap_segment_bytes(spark, c).values()) for k, c in seeds.items()}
     key_map_files = {k: table_files(spark, c, "key_map") for k, c in seeds.items()}
     memory_budget = min(key_map_bytes.values()) // 10
@@ -221,6 +308,7 @@ def main() -> None:
     for rate in rates:
         run = Interval(T0 + timedelta(minutes=5), T0 + timedelta(minutes=5 + minutes))
         landing = work / f"landing-{rate:g}"
+        shutil.rmtree(landing, ignore_errors=True)
         generate_stream(
             StreamSpec(start=run.start, duration_s=60 * minutes, rate=rate, key_domain=size["keys"],
                        p=0.6, q=0.1, r=0.25, s=0.05, b=0.6, seed=2),
@@ -230,6 +318,8 @@ def main() -> None:
         for strategy in strategies:
             kind = "hash" if strategy == "partitioned-hash" else "range"
             name = f"{strategy}-{rate:g}"
+            for leftover in (work / name, work / f"runs-{name}"):  # of an earlier run under this --work
+                shutil.rmtree(leftover, ignore_errors=True)
             shutil.copytree(seeds[kind].warehouse_path, work / name)
             # The partitioned join's wait buffer holds one trigger interval of arrivals; a segment
             # is probed once it has an eighth of that pending (the thesis's 3000 of 65536 is 1/22).
@@ -237,7 +327,7 @@ def main() -> None:
             cfg = seeds[kind].replace(
                 warehouse_root=str(work / name), runs_root=str(work / f"runs-{name}"), landing_root=str(landing),
                 micro_batch_seconds=t, memory_budget=memory_budget, wait_buffer_tuples=wait_buffer,
-                n_invoke=max(10, wait_buffer // 8), tau=max(50, wait_buffer // 2),
+                n_invoke=max(10, wait_buffer // 8), tau=max(50, wait_buffer // 2), max_wait_s=args.max_wait_s,
             )
             t1 = time.time()
             jobs.ingest(spark, cfg, run)
@@ -301,7 +391,7 @@ def main() -> None:
     report = {
         "command": "python benchmarks/strategies.py " + " ".join(a for a in sys.argv[1:]),
         "size": args.size, "keys": size["keys"], "rates": rates, "minutes": minutes, "micro_batch_seconds": t,
-        "meshjoin_k": size["k"], "partitioned": "wait_buffer_tuples = rate x trigger; n_invoke = wait_buffer_tuples / 8",
+        "seed": seed_mode, "meshjoin_k": size["k"], "partitioned": "wait_buffer_tuples = rate x trigger; n_invoke = wait_buffer_tuples / 8",
         "key_map_bytes": key_map_bytes, "memory_budget": memory_budget,
         "results": results,
         "wall_seconds": time.time() - started,

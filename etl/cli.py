@@ -107,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--b", type=float, default=0.6, help="b-model burstiness, 0.5 smooth .. <1 bursty (thesis: 0.6)")
         p.add_argument("--pqrs", default="", help="key skew as PQRS p,q,r,s (default: the simulator's)")
         p.add_argument("--n-invoke", type=int, default=3000, help="probe threshold (thesis: 3000)")
+        p.add_argument("--max-wait-s", type=float, default=0.0,
+                       help="wait bound of the partitioned join, seconds (default 0: none, as in the thesis)")
         p.add_argument("--minutes", type=float, default=20.0, help="simulated minutes (default 20)")
         p.add_argument("--seed", type=int, default=7)
     return parser
@@ -133,6 +135,7 @@ def _simulate(args: argparse.Namespace) -> int:
             memory_budget=int(args.memory_mb * MB),
             b=args.b,
             n_invoke=args.n_invoke,
+            max_wait_s=args.max_wait_s,
             duration_s=args.minutes * 60,
             warmup_s=min(360.0, args.minutes * 60 / 8),
             seed=args.seed,

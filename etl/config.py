@@ -78,6 +78,9 @@ class EtlConfig:
     d: int = 1 << 20  # MESHJOIN: bytes per relation segment
     memory_budget: int = 40 << 20  # join memory in bytes
     wait_buffer_tuples: int = 65536  # capacity of the wait buffer, in tuples
+    # Not in the thesis: a waiting segment is probed once its oldest tuple has waited this many
+    # seconds of stream time (bounds the partitioned join's delay tail); 0 = no bound.
+    max_wait_s: float = 0.0
     key_domain: int = 1_000_000  # width of the numeric natural-key domain the slot array covers
     # Granularity marks (H_mark/L_mark), in backlog tuples: the thesis's 100 and 2 blocks of 4 KB
     # holding 64-byte stream tuples.
@@ -199,6 +202,7 @@ def _validate(cfg: EtlConfig) -> None:
     need(0 < cfg.alpha <= 1, "alpha", "must be in (0, 1]")
     need(0 < cfg.r_wb <= 1, "r_wb", "must be in (0, 1]")
     need(cfg.rho >= 0, "rho", "must be >= 0")
+    need(cfg.max_wait_s >= 0, "max_wait_s", "must be >= 0 (0 means no bound)")
     need(0 <= cfg.l_mark <= cfg.h_mark, "l_mark", "must be between 0 and h_mark")
     need(cfg.block_factor >= 1, "block_factor", "must be at least 1 (1 turns block granularity off)")
     need(0 <= cfg.max_rejected_fraction <= 1, "max_rejected_fraction", "must be in [0, 1]")

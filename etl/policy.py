@@ -14,6 +14,13 @@ Decisions where the thesis is open (DESIGN.md §4):
 - epochs count tuples (``tau`` tuples per epoch); a tuple of the current epoch weighs 1, of the
   previous ``alpha``, and so on: ``C_k = c_k + C'_k`` with ``C'_k = alpha (c_{e} + C'_{e-1})``
   at each epoch's end, the recurrence of §6.3.3.
+
+Added here, off by default: a wait bound ``max_wait_s``. The thesis's triggers never probe a
+segment that gathers fewer than ``n_invoke`` tuples and is never among the largest when the
+buffer overflows, so its tuples wait until the end of the run (the long tail of the partitioned
+join's delay). With the bound, a segment whose oldest pending tuple arrived ``max_wait_s`` or more
+before the latest arrival seen is probed too. Time is the stream's (arrival times), not the wall
+clock, so a restarted run decides exactly as an uninterrupted one.
 """
 
 from __future__ import annotations
@@ -79,9 +86,10 @@ class PartitionPolicy:
         rho: float,
         memory_budget: int,
         wait_buffer_tuples: int,
+        max_wait_s: float = 0.0,
     ) -> None:
-        if not (n_invoke > 0 and 0 < r_wb <= 1 and 0 < alpha <= 1 and tau > 0 and rho >= 0):
-            raise ValueError("need n_invoke > 0, 0 < r_wb <= 1, 0 < alpha <= 1, tau > 0, rho >= 0")
+        if not (n_invoke > 0 and 0 < r_wb <= 1 and 0 < alpha <= 1 and tau > 0 and rho >= 0 and max_wait_s >= 0):
+            raise ValueError("need n_invoke > 0, 0 < r_wb <= 1, 0 < alpha <= 1, tau > 0, rho >= 0, max_wait_s >= 0")
         if memory_budget < 0 or wait_buffer_tuples <= 0:
             raise ValueError("need memory_budget >= 0 and wait_buffer_tuples > 0")
         self.n_invoke = n_invoke
@@ -92,10 +100,14 @@ class PartitionPolicy:
         self.freq = ArrivalFrequency(alpha, tau)
         self.resident: dict[int, int] = {}  # segment -> bytes held in join memory
         self.pending: dict[int, int] = {}  # segment -> tuples waiting in the wait buffer
+        self.max_wait_s = max_wait_s  # 0: no bound (the thesis)
+        self.oldest: dict[int, float] = {}  # segment -> arrival time of its oldest pending tuple
+        self.now = float("-inf")  # stream time: the latest arrival seen
 
     @classmethod
     def from_config(cls, cfg) -> "PartitionPolicy":
-        return cls(cfg.n_invoke, cfg.r_wb, cfg.alpha, cfg.tau, cfg.rho, cfg.memory_budget, cfg.wait_buffer_tuples)
+        return cls(cfg.n_invoke, cfg.r_wb, cfg.alpha, cfg.tau, cfg.rho, cfg.memory_budget, cfg.wait_buffer_tuples,
+                   cfg.max_wait_s)
 
     # ------------------------------------------------------------------ state
 
@@ -116,12 +128,18 @@ class PartitionPolicy:
 
     # ------------------------------------------------------------------ Algorithm 8
 
-    def route(self, counts: Mapping[int, int]) -> tuple[set[int], set[int]]:
+    def route(
+        self, counts: Mapping[int, int], oldest: Mapping[int, float] | None = None, now: float | None = None
+    ) -> tuple[set[int], set[int]]:
         """A micro-batch's tuples per segment -> (segments joined in memory now, segments that wait).
 
         Waiting tuples are added to the wait buffer's counts. Arrival frequencies are updated by
         the caller through ``freq`` (it knows the arrival order), or here in segment order.
+        For the wait bound: ``oldest`` is each segment's earliest arrival in the batch, ``now`` the
+        batch's latest arrival.
         """
+        if now is not None:
+            self.now = max(self.now, now)
         joined, waiting = set(), set()
         for seg, n in counts.items():
             if n <= 0:
@@ -131,12 +149,24 @@ class PartitionPolicy:
             else:
                 waiting.add(seg)
                 self.pending[seg] = self.pending.get(seg, 0) + n
+                if oldest is not None and seg in oldest:
+                    self.oldest[seg] = min(self.oldest.get(seg, oldest[seg]), oldest[seg])
         return joined, waiting
 
+    def overdue(self) -> list[int]:
+        """Pending segments whose oldest tuple has waited ``max_wait_s`` of stream time, oldest first."""
+        if not self.max_wait_s:
+            return []
+        limit = self.now - self.max_wait_s
+        late = [s for s, t in self.oldest.items() if t <= limit and self.pending.get(s, 0) > 0]
+        return sorted(late, key=lambda s: (self.oldest[s], s))
+
     def probes_due(self) -> list[int]:
-        """Segments to probe now, in order: every segment at ``n_invoke`` (largest first), then,
-        if the wait buffer is full, the largest pending segments until ``r_wb`` of it is free."""
+        """Segments to probe now, in order: every segment at ``n_invoke`` (largest first), the
+        overdue ones (with a wait bound), then, if the wait buffer is full, the largest pending
+        segments until ``r_wb`` of it is free."""
         chosen = sorted((s for s, n in self.pending.items() if n >= self.n_invoke), key=lambda s: (-self.pending[s], s))
+        chosen += [s for s in self.overdue() if s not in chosen]
         left = self.waiting - sum(self.pending[s] for s in chosen)
         if self.waiting >= self.capacity:
             target_free = self.r_wb * self.capacity
@@ -158,6 +188,7 @@ class PartitionPolicy:
         """A probe read ``segment`` (``size_bytes``) and joined its pending tuples: free them, then
         admit the segment if memory allows, evicting one victim by rules (6.1) and (6.2)."""
         self.pending.pop(segment, None)
+        self.oldest.pop(segment, None)
         if segment in self.resident:
             self.resident[segment] = size_bytes
             return None

@@ -127,7 +127,9 @@ def simulate_partitioned(p: SimParams, trace: Trace, relation: Relation, layout:
     cpu, disk = p.cpu, p.disk
     seg_of = layout.segment_of_row[relation.row_of(trace.keys)]
     seg_tuples = layout.segment_bytes // p.r_bytes
-    policy = PartitionPolicy(p.n_invoke, p.r_wb, p.alpha, p.tau, p.rho, p.join_memory, p.wait_buffer_tuples)
+    policy = PartitionPolicy(
+        p.n_invoke, p.r_wb, p.alpha, p.tau, p.rho, p.join_memory, p.wait_buffer_tuples, p.max_wait_s
+    )
     gran = Granularity(1, p.l_mark_blocks * p.block_tuples, p.h_mark_blocks * p.block_tuples, p.block_factor)
     block = p.block_tuples
     pending: dict[int, list[np.ndarray]] = {}
@@ -159,8 +161,11 @@ def simulate_partitioned(p: SimParams, trace: Trace, relation: Relation, layout:
             next_sample = start + SAMPLE_EVERY_S
         segs, arr = seg_of[taken:end], ts[taken:end]
         policy.freq.observe_counts(_epoch_counts(taken, segs, p.tau))
-        uniq, counts = np.unique(segs, return_counts=True)
-        joined, _waiting = policy.route(dict(zip(uniq.tolist(), counts.tolist())))
+        uniq, first, counts = np.unique(segs, return_index=True, return_counts=True)
+        # Arrivals are in time order, so a segment's first index is its oldest tuple.
+        joined, _waiting = policy.route(
+            dict(zip(uniq.tolist(), counts.tolist())), dict(zip(uniq.tolist(), arr[first].tolist())), float(arr[-1])
+        )
         t = start
         work_cpu = 0.0
         in_memory = np.isin(segs, np.fromiter(joined, dtype=np.int64, count=len(joined)))

@@ -155,8 +155,8 @@ def write_results(results: dict, out_dir: Path, command: str) -> Path:
 
 N_INVOKE_CHOICES = (500, 1000, 3000, 6000)
 SETTINGS_OF = {
-    "partitioned-range": ("n_invoke", "memory_budget", "theta", "alpha", "rho", "r_wb", "wait_buffer_tuples"),
-    "partitioned-hash": ("n_invoke", "memory_budget", "n_part", "alpha", "rho", "r_wb", "wait_buffer_tuples"),
+    "partitioned-range": ("n_invoke", "memory_budget", "theta", "alpha", "rho", "r_wb", "wait_buffer_tuples", "max_wait_s"),
+    "partitioned-hash": ("n_invoke", "memory_budget", "n_part", "alpha", "rho", "r_wb", "wait_buffer_tuples", "max_wait_s"),
     "meshjoin": ("k", "d", "memory_budget"),
     "native": (),
 }
@@ -188,6 +188,8 @@ def recommend(p: SimParams, progress: Callable[[str], None] | None = None) -> di
     if best_s.startswith("partitioned"):
         settings.update(n_invoke=best_q.n_invoke, alpha=best_q.alpha, rho=best_q.rho, r_wb=best_q.r_wb,
                         wait_buffer_tuples=best_q.wait_buffer_tuples)
+        if best_q.max_wait_s:
+            settings["max_wait_s"] = best_q.max_wait_s
         if best_s == "partitioned-range":
             settings["theta"] = best_q.theta // best_q.r_bytes
         else:

@@ -93,6 +93,7 @@ class SimParams:
     warmup_s: float = 6 * 60  # metrics start after this start-up interval
     tick_s: float = 0.1  # micro-batch trigger interval of the partitioned join and native
     block_factor: int = 4  # block granularity: batches span this many ticks
+    max_wait_s: float = 0.0  # the ETL's wait bound (etl.policy); 0 = none, as in the thesis
     # PQRS p, q, r, s: the thesis does not publish its own. These give a strongly skewed stream
     # (85% of updates on the hottest sixth of R by key range; docs/simulator.md shows weaker ones).
     pqrs: tuple[float, float, float, float] = (0.6, 0.1, 0.25, 0.05)
@@ -113,6 +114,7 @@ class SimParams:
             "warmup_s": 0 <= self.warmup_s < self.duration_s,
             "tick_s": self.tick_s > 0,
             "n_bucket": self.n_bucket > 0,
+            "max_wait_s": self.max_wait_s >= 0,
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:

@@ -57,28 +57,40 @@ class PartitionedJoin(JoinStrategy):
 
         return df.withColumn("segment_id", self.segment_of(F.col("source_id"), F.col("natural_key")))
 
-    def _epoch_counts(self, df, offset: int) -> dict[int, dict[int, int]]:
-        """Per-epoch segment counts of ``df`` in arrival order, epochs numbered from ``offset`` tuples."""
+    def _epoch_counts(self, df, offset: int):
+        """Per-epoch segment counts of ``df`` in arrival order, epochs numbered from ``offset``
+        tuples; with them, for the wait bound, each segment's earliest arrival and the latest
+        arrival (epoch seconds; one Spark job for all three)."""
         from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         ranked = df.select(
-            "segment_id", (F.row_number().over(Window.orderBy("arrival_ts", "update_id")) - 1 + offset).alias("_i")
+            "segment_id", F.unix_micros("arrival_ts").alias("_t"),
+            (F.row_number().over(Window.orderBy("arrival_ts", "update_id")) - 1 + offset).alias("_i"),
         )
-        rows = ranked.groupBy((F.col("_i") / self.cfg.tau).cast("long").alias("epoch"), "segment_id").count().collect()
+        rows = (
+            ranked.groupBy((F.col("_i") / self.cfg.tau).cast("long").alias("epoch"), "segment_id")
+            .agg(F.count(F.lit(1)).alias("count"), F.min("_t").alias("first"), F.max("_t").alias("last"))
+            .collect()
+        )
         out: dict[int, dict[int, int]] = {}
+        oldest: dict[int, float] = {}
         for r in rows:
-            out.setdefault(int(r["epoch"]), {})[int(r["segment_id"])] = int(r["count"])
-        return out
+            seg = int(r["segment_id"])
+            out.setdefault(int(r["epoch"]), {})[seg] = int(r["count"])
+            oldest[seg] = min(oldest.get(seg, r["first"] / 1e6), r["first"] / 1e6)
+        now = max((r["last"] / 1e6 for r in rows), default=None)
+        return out, oldest, now
 
-    def _observe_and_route(self, by_epoch: dict[int, dict[int, int]]) -> tuple[set[int], set[int]]:
+    def _observe_and_route(self, counted) -> tuple[set[int], set[int]]:
         """Feed one step's per-epoch counts to C_k, then route its segments (live and in replay)."""
+        by_epoch, oldest, now = counted
         self.policy.freq.observe_counts(by_epoch)
         totals: dict[int, int] = {}
         for seg_counts in by_epoch.values():
             for seg, n in seg_counts.items():
                 totals[seg] = totals.get(seg, 0) + n
-        return self.policy.route(totals)
+        return self.policy.route(totals, oldest, now)
 
     # ------------------------------------------------------------------ run start / restart
 
@@ -107,7 +119,7 @@ class PartitionedJoin(JoinStrategy):
         if steps:
             seq_of = {int(r["batch_index"]): int(r["batch_seq"]) for r in ledger_rows}
             rows = self._with_segment(ingested.where(F.col("batch_index").isin(steps)))
-            counts_by_step: dict[int, dict[int, dict[int, int]]] = {}
+            counts_by_step: dict[int, tuple] = {}
             per_step = rows.groupBy("batch_index").count().collect()
             n_of = {int(r["batch_index"]): int(r["count"]) for r in per_step}
             offset = 0

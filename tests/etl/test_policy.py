@@ -82,6 +82,33 @@ def test_no_overflow_probe_below_capacity():
     assert p.probes_due() == []
 
 
+def test_a_segment_waiting_max_wait_s_of_stream_time_is_probed_oldest_first():
+    p = policy(n_invoke=1000, max_wait_s=60)
+    p.route({1: 2, 2: 1}, oldest={1: 100.0, 2: 130.0}, now=140.0)
+    assert p.probes_due() == []  # 40 s and 10 s: neither waited 60 s
+    p.route({3: 1, 1: 4}, oldest={3: 150.0, 1: 155.0}, now=160.0)
+    assert p.probes_due() == [1]  # segment 1's oldest tuple (100 s) has waited 60 s; its later ones keep 100
+    p.route({}, now=200.0)
+    assert p.probes_due() == [1, 2]  # 2 (130 s) is overdue at 190 s; 3 (150 s) is not yet
+    p.probed(1, 5000)  # larger than join memory: not admitted, so 1 waits again below
+    p.route({1: 1}, oldest={1: 199.0}, now=200.0)  # a probe forgot 1's old age
+    assert p.probes_due() == [2]
+
+
+def test_without_a_wait_bound_an_old_small_segment_waits_for_the_thesis_triggers():
+    p = policy(n_invoke=1000, wait_buffer_tuples=100)
+    p.route({1: 1}, oldest={1: 0.0}, now=0.0)
+    p.route({2: 1}, oldest={2: 10_000.0}, now=10_000.0)
+    assert p.probes_due() == []
+
+
+def test_overdue_segments_count_towards_freeing_an_overflowing_buffer():
+    p = policy(n_invoke=1000, wait_buffer_tuples=100, r_wb=0.4, max_wait_s=10)
+    p.route({1: 30, 2: 50, 3: 20}, oldest={1: 0.0, 2: 50.0, 3: 50.0}, now=50.0)
+    # Full (100): segment 1 is overdue (30 freed); the largest, 2, frees the remaining 10 of 40.
+    assert p.probes_due() == [1, 2]
+
+
 def test_drain_returns_every_pending_segment():
     p = policy(n_invoke=1000)
     p.route({3: 1, 1: 5, 2: 5})
@@ -134,6 +161,8 @@ def test_bad_parameters_are_refused():
         policy(r_wb=0)
     with pytest.raises(ValueError):
         policy(alpha=1.5)
+    with pytest.raises(ValueError):
+        policy(max_wait_s=-1)
 
 
 # ---------------------------------------------------------------- granularity

@@ -90,3 +90,12 @@ def test_the_recommendation_is_a_valid_etl_configuration():
     EtlConfig(**rec["recommended"])  # every recommended setting is a real, valid setting
     assert len(rec["candidates"]) == 2 * 4 + 2
     assert all(not math.isnan(c["avg_delay_s"]) for c in rec["candidates"])
+
+
+def test_a_wait_bound_caps_the_partitioned_joins_delay_tail_at_the_cost_of_probes(small):
+    trace, relation = small
+    free = simulate("partitioned-range", SMALL, trace, relation)
+    bounded = simulate("partitioned-range", SMALL.replace(max_wait_s=30.0), trace, relation)
+    assert free.p99_delay_s > 60  # without the bound, cold segments' tuples wait for n_invoke or overflow
+    assert bounded.p99_delay_s <= 30.0 + 1.0  # the bound plus the probe's own time
+    assert bounded.avg_delay_s < free.avg_delay_s and bounded.probes > free.probes

@@ -74,8 +74,39 @@ def test_equals_the_oracle(spark, cfg, strategy, memory, stream):
     assert spark.read.format("delta").load(cfg.table_path("wait_buffer")).count() == 0
 
 
-def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path):
-    cfg = cfg.replace(join_strategy="partitioned-range", micro_batch_seconds=30, **TINY)
+def test_a_wait_bound_probes_every_overdue_segment_and_stays_exact(spark, cfg):
+    """With n_invoke out of reach and a buffer that never fills, only the wait bound probes before
+    the flush: an update is released at the first step where it has waited max_wait_s of stream
+    time (latest arrival seen), never later, and outcomes still equal the oracle's."""
+    from pyspark.sql import functions as F
+
+    bound = 60.0
+    cfg = cfg.replace(join_strategy="partitioned-range", micro_batch_seconds=30, memory_budget=3000, n_invoke=1000,
+                      wait_buffer_tuples=10_000, tau=50, max_wait_s=bound)
+    run_two_intervals(spark, cfg, "partitioned-range", "skewed")
+    assert_equals_oracle(spark, cfg)
+    ingested = read(spark, cfg, "ingested_updates")
+    # Stream time after each step: the latest arrival of the run's batches so far.
+    marks = {
+        (r.run_key, r.batch_index): r.last.timestamp()
+        for r in ingested.groupBy("run_key", "batch_index").agg(F.max("arrival_ts").alias("last")).collect()
+    }
+    released = read(spark, cfg, "outcome_log").select("run_key", "update_id", F.col("batch_index").alias("released"))
+    rows = ingested.join(released, ["run_key", "update_id"]).select("run_key", "batch_index", "released", "arrival_ts").collect()
+    by_age = 0
+    for r in rows:
+        steps = sorted(i for rk, i in marks if rk == r.run_key)
+        now = {i: max(marks[(r.run_key, j)] for j in steps if j <= i) for i in steps}
+        arrived = r.arrival_ts.timestamp()
+        waited_through = [i for i in steps if r.batch_index <= i and (r.released < 0 or i < r.released)]
+        assert all(now[i] - arrived < bound for i in waited_through), r  # never pending while overdue
+        by_age += r.released > r.batch_index
+    assert by_age > 0  # the bound, not the flush, released the waiting updates
+
+
+@pytest.mark.parametrize("max_wait_s", [0.0, 45.0])
+def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max_wait_s):
+    cfg = cfg.replace(join_strategy="partitioned-range", micro_batch_seconds=30, max_wait_s=max_wait_s, **TINY)
     generate_stream(StreamSpec(start=T0, duration_s=120, rate=8, seed=3, key_domain=200), cfg.landing_path)
     whole = cfg.replace(warehouse_root=str(tmp_path / "whole"), runs_root=str(tmp_path / "whole-runs"))
     for c in (cfg, whole):

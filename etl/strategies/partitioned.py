@@ -187,11 +187,7 @@ class PartitionedJoin(JoinStrategy):
             wait = self.spark.read.format("delta").load(self._wait_buffer_path()).where(
                 (F.col("run_key") == self.run_key) & F.col("segment_id").isin(due)
             )
-            cond = reduce(
-                lambda a, c: a | c,
-                [(F.col("segment_id") == s) & (F.col("batch_index") > self.last_probe_step.get(s, -(2**31))) for s in due],
-            )
-            pending = wait.where(cond).select(*UPDATE_COLUMNS)
+            pending = wait.where(self._pending_condition(due)).select(*UPDATE_COLUMNS)
             stats.keymap_bytes_read += sum(self._bytes(s) for s in due)
             for seg in due:
                 decision = self.policy.probed(seg, self._bytes(seg))
@@ -218,6 +214,21 @@ class PartitionedJoin(JoinStrategy):
         if not parts:
             return None
         return reduce(lambda a, c: a.unionByName(c), parts)
+
+    def _pending_condition(self, due: list[int]):
+        """Rows of ``due`` still pending: those appended after their segment's last probe. One term
+        per distinct last-probe step, not per segment: an OR nested once per segment overflowed
+        the JVM's stack in Catalyst when a full buffer released hundreds of segments at once
+        (found at 20 million keys, 1,024 segments)."""
+        from pyspark.sql import functions as F
+
+        by_step: dict[int, list[int]] = {}
+        for s in due:
+            by_step.setdefault(self.last_probe_step.get(s, -(2**31)), []).append(s)
+        terms = [F.col("segment_id").isin(sorted(segs)) & (F.col("batch_index") > step) for step, segs in sorted(by_step.items())]
+        while len(terms) > 1:  # a balanced OR: depth log2(terms)
+            terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
+        return terms[0]
 
     def _sync_resident(self, probed: tuple[set[int], object] | None = None) -> None:
         """Make the in-memory copy hold exactly the policy's resident segments: drop evicted ones,

@@ -240,3 +240,17 @@ def test_a_probe_that_admits_reads_key_map_once(spark, cfg):
     want = strategy.lookup_columns(key_map.where(F.col("segment_id") == seg))
     assert sorted(strategy.resident_df.drop("segment_id").collect()) == sorted(want.collect())
     strategy.forget_snapshot()
+
+
+def test_a_probe_of_thousands_of_segments_at_once_selects_exactly_their_pending_rows(spark, cfg):
+    """A full buffer over many small segments releases hundreds at once (at 20 million keys a
+    nested OR per segment overflowed the JVM's stack); each segment keeps its own last probe step."""
+    from etl.segments import load_layout
+    from etl.strategies.partitioned import PartitionedJoin
+
+    join = PartitionedJoin(spark, cfg, load_layout(cfg), "range")
+    due = list(range(3000))
+    join.last_probe_step = {s: s for s in due if s % 3}  # every segment its own step; a third never probed
+    rows = spark.createDataFrame([(s, s + d) for s in due for d in (0, 1)], "segment_id int, batch_index int")
+    got = sorted((r.segment_id, r.batch_index) for r in rows.where(join._pending_condition(due)).collect())
+    assert got == sorted((s, s + d) for s in due for d in (0, 1) if s % 3 == 0 or d == 1)

@@ -44,6 +44,7 @@ from etl.config import EtlConfig  # noqa: E402
 from etl.generator import StreamSpec, generate_stream  # noqa: E402
 from etl.ingest import Interval  # noqa: E402
 from etl.maintenance import relayout  # noqa: E402
+from etl.policy import Granularity, plan_batches  # noqa: E402
 from etl.segments import load_layout, segment_column  # noqa: E402
 from etl.simulator.belady import belady_fetches  # noqa: E402
 from etl.spark import build_spark_session  # noqa: E402
@@ -133,17 +134,20 @@ def keymap_segment_bytes(spark, cfg: EtlConfig) -> dict[int, int]:
     return sizes
 
 
-def replay(metrics, outcomes, interval: Interval, t: int) -> dict:
-    """Delays and lag of the run as if each batch started when its arrivals were complete."""
+def replay(metrics, outcomes, interval: Interval, t: int, last_window: dict[int, int] | None = None) -> dict:
+    """Delays and lag of the run as if each batch started when its arrivals were complete.
+    ``last_window``: batch index -> its last arrival window, for batches spanning several windows
+    (block granularity names a batch by its first window); others span their own window."""
     import numpy as np
 
     windows = int((interval.end - interval.start).total_seconds() // t)
+    last_window = last_window or {}
     finish: dict[int, float] = {}
     clock = 0.0
     lags = []
     for m in sorted(metrics, key=lambda r: (r.batch_index < 0, r.batch_index, r.batch_seq)):
-        idx = m.batch_index if m.batch_index >= 0 else windows
-        ready = min(idx + 1, windows) * t
+        last = last_window.get(m.batch_index, m.batch_index) if m.batch_index >= 0 else windows
+        ready = min(last + 1, windows) * t
         clock = max(clock, ready) + m.duration_s
         finish[m.batch_index] = clock
         lags.append(clock - ready)
@@ -337,6 +341,11 @@ def main() -> None:
             metrics = read(spark, cfg, "join_metrics").where(where).collect()
             outcomes = read(spark, cfg, "outcome_log").where(where).select("batch_index", "arrival_ts").collect()
             updates = sum(m.updates_in for m in metrics)
+            counts = {int(r[0]): int(r[1]) for r in
+                      read(spark, cfg, "ingested_updates").where(where).groupBy("batch_index").count().collect()}
+            groups = [[w] for w in sorted(counts)]
+            if strategy.startswith("partitioned") and cfg.block_factor > 1:  # the loader's plan, recomputed
+                groups = plan_batches(counts, Granularity(t, cfg.l_mark, cfg.h_mark, cfg.block_factor))
             row = {
                 "updates": updates,
                 "outcomes": summary["outcomes"],
@@ -359,7 +368,8 @@ def main() -> None:
                 "files_after": {
                     table: table_files(spark, cfg, table) for table in ("key_map", "customer_current", "wait_buffer", "outcome_log")
                 },
-                **replay(metrics, outcomes, run, t),
+                "block_batches": sum(len(g) > 1 for g in groups),
+                **replay(metrics, outcomes, run, t, {g[0]: g[-1] for g in groups}),
             }
             row.update(cost_model(row, t))
             if strategy.startswith("partitioned"):

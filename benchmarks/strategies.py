@@ -44,7 +44,7 @@ from etl.config import EtlConfig  # noqa: E402
 from etl.generator import StreamSpec, generate_stream  # noqa: E402
 from etl.ingest import Interval  # noqa: E402
 from etl.maintenance import relayout  # noqa: E402
-from etl.policy import Granularity, plan_batches  # noqa: E402
+from etl.load import load_batches  # noqa: E402
 from etl.segments import load_layout, segment_column  # noqa: E402
 from etl.simulator.belady import belady_fetches  # noqa: E402
 from etl.spark import build_spark_session  # noqa: E402
@@ -76,6 +76,7 @@ def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float
     from etl.ingest import row_hash
     from etl.load import FLUSH_STEP
     from etl.tables import append_once, ensure_tables
+    from warehouse.schemas import TABLES
 
     ensure_tables(spark, cfg)
     seg = segment_column(load_layout(cfg, "range"))
@@ -105,11 +106,9 @@ def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float
     )
     append_once(rows.repartition(cfg.n_part, "segment_id"), cfg, "key_map", 1)
     append_once(rows, cfg, "customer_current", 1)
-    seeded = spark.read.format("delta").load(cfg.table_path("key_map")).count()
+    seeded = read(spark, cfg, "key_map").count()
     ledger = [(run.run_key, FLUSH_STEP, 1, "seed", seeded, seeded, keys * len(sources) + 1, run.end.replace(tzinfo=None))]
-    append_once(spark.createDataFrame(ledger, "run_key string, batch_index int, batch_seq long, strategy string, "
-                                      "updates_in long, keys_allocated long, next_surrogate_key long, committed_at timestamp"),
-                cfg, "batch_ledger", 1)
+    append_once(spark.createDataFrame(ledger, TABLES["batch_ledger"].schema), cfg, "batch_ledger", 1)
     return seeded
 
 
@@ -273,25 +272,24 @@ def main() -> None:
     wanted = {"keys": size["keys"], "n_part": size["n_part"], "seed": seed_mode}
     if marker.exists() and json.loads(marker.read_text()) == wanted:
         progress(f"reusing the seeded warehouse {seeds['range'].warehouse_path}")
-    elif seed_mode == "direct":
-        marker.unlink(missing_ok=True)
-        shutil.rmtree(seeds["range"].warehouse_path, ignore_errors=True)
-        rows = seed_direct(spark, seeds["range"], size["keys"], seed_run)
-        progress(f"seeded {rows} key_map rows directly in {time.time() - started:.0f} s")
     else:
         marker.unlink(missing_ok=True)
         shutil.rmtree(seeds["range"].warehouse_path, ignore_errors=True)
-        shutil.rmtree(base.landing_path, ignore_errors=True)
-        generate_stream(
-            StreamSpec(start=seed_run.start, duration_s=300, rate=size["keys"] / 300 * 1.2, key_domain=size["keys"],
-                       p=0.25, q=0.25, r=0.25, s=0.25, b=0.5, new_key_share=0, duplicate_share=0, unchanged_share=0,
-                       malformed_share=0, delete_share=0, seed=1),
-            base.landing_path,
-        )
-        load_layout(seeds["range"], "range")
-        jobs.ingest(spark, seeds["range"], seed_run)
-        jobs.load(spark, seeds["range"], seed_run, strategy="native")
-    marker.write_text(json.dumps(wanted))
+        if seed_mode == "direct":
+            rows = seed_direct(spark, seeds["range"], size["keys"], seed_run)
+            progress(f"seeded {rows} key_map rows directly in {time.time() - started:.0f} s")
+        else:
+            shutil.rmtree(base.landing_path, ignore_errors=True)
+            generate_stream(
+                StreamSpec(start=seed_run.start, duration_s=300, rate=size["keys"] / 300 * 1.2, key_domain=size["keys"],
+                           p=0.25, q=0.25, r=0.25, s=0.25, b=0.5, new_key_share=0, duplicate_share=0,
+                           unchanged_share=0, malformed_share=0, delete_share=0, seed=1),
+                base.landing_path,
+            )
+            load_layout(seeds["range"], "range")
+            jobs.ingest(spark, seeds["range"], seed_run)
+            jobs.load(spark, seeds["range"], seed_run, strategy="native")
+        marker.write_text(json.dumps(wanted))
     if args.seed_only:
         progress(f"seeded under {work} in {time.time() - started:.0f} s; run again with --work {work} to use it")
         spark.stop()
@@ -343,9 +341,7 @@ def main() -> None:
             updates = sum(m.updates_in for m in metrics)
             counts = {int(r[0]): int(r[1]) for r in
                       read(spark, cfg, "ingested_updates").where(where).groupBy("batch_index").count().collect()}
-            groups = [[w] for w in sorted(counts)]
-            if strategy.startswith("partitioned") and cfg.block_factor > 1:  # the loader's plan, recomputed
-                groups = plan_batches(counts, Granularity(t, cfg.l_mark, cfg.h_mark, cfg.block_factor))
+            groups = load_batches(strategy, counts, cfg)  # the loader's plan, recomputed
             row = {
                 "updates": updates,
                 "outcomes": summary["outcomes"],

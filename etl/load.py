@@ -47,6 +47,16 @@ def key_map_merge_condition(km) -> str:
     return f"t.segment_id IN ({', '.join(map(str, segments))}) AND {keys}"
 
 
+def load_batches(strategy: str, counts: dict[int, int], cfg: EtlConfig) -> list[list[int]]:
+    """The arrival windows (``batch_index`` -> updates) each load batch of a run spans, in order:
+    one window each, except for the partitioned strategies in block granularity."""
+    from etl.policy import Granularity, plan_batches
+
+    if not strategy.startswith("partitioned") or cfg.block_factor == 1:
+        return [[w] for w in sorted(counts)]
+    return plan_batches(counts, Granularity(cfg.micro_batch_seconds, cfg.l_mark, cfg.h_mark, cfg.block_factor))
+
+
 @dataclass
 class BatchResult:
     run_key: str
@@ -209,13 +219,8 @@ class Loader:
         run's ingested counts, so a restart plans the same batches."""
         from pyspark.sql import functions as F
 
-        from etl.policy import Granularity, plan_batches
-
         counts = {int(r[0]): int(r[1]) for r in ingested.groupBy("batch_index").count().collect()}
-        if not self.strategy.name.startswith("partitioned") or self.cfg.block_factor == 1:
-            return ingested, sorted(counts)
-        cfg = self.cfg
-        groups = plan_batches(counts, Granularity(cfg.micro_batch_seconds, cfg.l_mark, cfg.h_mark, cfg.block_factor))
+        groups = load_batches(self.strategy.name, counts, self.cfg)
         merged = [g for g in groups if len(g) > 1]
         if not merged:
             return ingested, sorted(counts)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shutil
 import sys
 import tempfile
@@ -51,6 +52,31 @@ from etl.spark import build_spark_session  # noqa: E402
 from etl.tables import read  # noqa: E402
 
 STRATEGIES = ("native", "meshjoin", "partitioned-range", "partitioned-hash")
+# Settings a run of --strategies may override, as ``strategy:name=value`` (a variant run beside the
+# plain one on the same stream and seed, e.g. ``partitioned-range:max_wait_s=180``).
+VARIANT_SETTINGS = {"max_wait_s": float}
+
+
+def parse_run(spec: str) -> tuple[str, dict]:
+    """``strategy[:name=value]`` -> (strategy, settings), with a clear error on anything else."""
+    strategy, _, setting = spec.strip().partition(":")
+    if strategy not in STRATEGIES:
+        raise SystemExit(f"unknown strategy {strategy!r} in --strategies; choose from {', '.join(STRATEGIES)}")
+    if not setting:
+        return strategy, {}
+    name, eq, value = setting.partition("=")
+    if not eq or name not in VARIANT_SETTINGS:
+        raise SystemExit(f"bad run {spec!r}: write strategy:name=value with name one of {', '.join(VARIANT_SETTINGS)}")
+    try:
+        return strategy, {name: VARIANT_SETTINGS[name](value)}
+    except ValueError:
+        raise SystemExit(f"bad run {spec!r}: {value!r} is not a {VARIANT_SETTINGS[name].__name__}") from None
+
+
+def run_labels(per_rate: dict) -> list[str]:
+    """The runs of one rate in the report (strategy names and variants), plain strategies first."""
+    labels = [k for k in per_rate if k != "identical_outcomes"]
+    return sorted(labels, key=lambda k: (STRATEGIES.index(k.partition(":")[0]), k))
 SIZES = {
     # keys: the natural-key domain, all loaded first; rates: offered updates/s; minutes per rate.
     "small": dict(keys=60_000, rates=(10, 40), minutes=6, micro_batch_seconds=30, n_part=64, k=16),
@@ -181,7 +207,8 @@ def cost_model(row: dict, t: int) -> dict:
 
 def summarise(report: dict) -> None:
     """Cross-strategy figures of ``report`` (from its results), in place."""
-    results, strategies = report["results"], [s for s in STRATEGIES if any(s in v for v in report["results"].values())]
+    results = report["results"]
+    strategies = sorted({s for v in results.values() for s in run_labels(v)}, key=lambda k: (STRATEGIES.index(k.partition(":")[0]), k))
 
     def ratio(rate_key, a, b, metric):
         r = results[rate_key]
@@ -191,9 +218,14 @@ def summarise(report: dict) -> None:
     capacity = {s: max(v[s]["capacity_updates_per_s"] for v in results.values() if s in v) for s in strategies}
     report["targets"] = {
         rk: {
-            "delay_range_over_meshjoin": ratio(rk, "partitioned-range", "meshjoin", "avg_delay_s"),
-            "bytes_range_over_native": ratio(rk, "partitioned-range", "native", "keymap_bytes_per_1000_updates"),
-            "fetches_range_over_belady": results[rk].get("partitioned-range", {}).get("fetches_over_belady"),
+            # One entry per range run (the plain strategy and any variants of it).
+            label: {
+                "delay_over_meshjoin": ratio(rk, label, "meshjoin", "avg_delay_s"),
+                "bytes_over_native": ratio(rk, label, "native", "keymap_bytes_per_1000_updates"),
+                "fetches_over_belady": results[rk][label].get("fetches_over_belady"),
+                "capacity_over_native": ratio(rk, label, "native", "capacity_updates_per_s"),
+            }
+            for label in run_labels(results[rk]) if label.partition(":")[0] == "partitioned-range"
         }
         for rk in results
     }
@@ -214,13 +246,12 @@ def refit(path: Path) -> None:
     needed), and rewrite the report's JSON, Markdown and plot beside it."""
     report = json.loads(path.read_text())
     for per in report["results"].values():
-        for s in STRATEGIES:
-            if s in per:
-                per[s].update(cost_model(per[s], report["micro_batch_seconds"]))
+        for s in run_labels(per):
+            per[s].update(cost_model(per[s], report["micro_batch_seconds"]))
     summarise(report)
     write_report(report, path.parent, report["size"])
-    fitted = [f"{s} at {rk}/s: {per[s]['batch_cost']}" for rk, per in report["results"].items() for s in STRATEGIES
-              if "batch_cost" in per.get(s, {})]
+    fitted = [f"{s} at {rk}/s: {per[s]['batch_cost']}" for rk, per in report["results"].items() for s in run_labels(per)
+              if "batch_cost" in per[s]]
     progress(f"refitted {path}: " + (", ".join(fitted) or f"no run has a per_batch series of {MIN_BATCHES} batches or more"))
 
 
@@ -237,7 +268,9 @@ def main() -> None:
                     help="seed the range-layout warehouse under --work and stop; later runs with that --work reuse it")
     ap.add_argument("--trigger", type=int, default=0,
                     help="micro-batch trigger interval in seconds, the same for every strategy (default: the size's)")
-    ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--strategies", default=",".join(STRATEGIES),
+                    help="comma-separated runs: a strategy, or strategy:max_wait_s=S for a variant beside it")
+    ap.add_argument("--k", type=int, default=0, help="MESHJOIN's relation segments per cycle (default: the size's)")
     ap.add_argument("--work", default="", help="working directory (default: a temporary one, removed)")
     ap.add_argument("--out", default="docs/results/strategies")
     ap.add_argument("--refit", default="", help="a report JSON: add the per-batch cost model to it and rewrite it; runs nothing")
@@ -248,7 +281,14 @@ def main() -> None:
     size = dict(SIZES[args.size])
     rates = [float(r) for r in args.rates.split(",")] if args.rates else list(size["rates"])
     minutes = args.minutes or size["minutes"]
-    strategies = [s.strip() for s in args.strategies.split(",")]
+    labels = [s.strip() for s in args.strategies.split(",") if s.strip()]
+    runs = {label: parse_run(label) for label in labels}
+    strategies = [strategy for strategy, _ in runs.values()]
+    if len(set(labels)) != len(labels):
+        ap.error("--strategies names a run twice")
+    if args.k < 0:
+        ap.error("--k must be a positive number of segments")
+    k = args.k or size["k"]
     if args.seed_only and not args.work:
         ap.error("--seed-only needs --work (where the seeded warehouse is kept)")
     if args.trigger < 0:
@@ -260,7 +300,7 @@ def main() -> None:
     base = EtlConfig(
         warehouse_root=str(work / "seed-range"), landing_root=str(work / "landing-seed"), gx_root=str(work / "gx"),
         runs_root=str(work / "runs-seed"), spark_shuffle_partitions=2, key_domain=size["keys"], n_part=size["n_part"],
-        micro_batch_seconds=t, n_invoke=200, wait_buffer_tuples=2000, tau=500, k=size["k"], d=1,
+        micro_batch_seconds=t, n_invoke=200, wait_buffer_tuples=2000, tau=500, k=k, d=1,
     )
     spark = build_spark_session(base, app_name="bench-strategies", master="local[2]")
     seed_run = Interval(T0, T0 + timedelta(minutes=5))
@@ -307,6 +347,20 @@ def main() -> None:
     progress(f"key_map: {key_map_bytes} bytes; join memory budget {memory_budget} bytes (1/10)")
 
     results: dict[str, dict] = {}
+
+    def write_so_far(complete: bool) -> dict:
+        report = {
+            "command": "python benchmarks/strategies.py " + " ".join(a for a in sys.argv[1:]),
+            "size": args.size, "keys": size["keys"], "rates": rates, "minutes": minutes, "micro_batch_seconds": t,
+            "seed": seed_mode, "meshjoin_k": k, "partitioned": "wait_buffer_tuples = rate x trigger; n_invoke = wait_buffer_tuples / 8",
+            "key_map_bytes": key_map_bytes, "memory_budget": memory_budget,
+            "results": results, "complete": complete,
+            "wall_seconds": time.time() - started,
+        }
+        summarise(report)
+        write_report(report, Path(args.out), args.size)
+        return report
+
     for rate in rates:
         run = Interval(T0 + timedelta(minutes=5), T0 + timedelta(minutes=5 + minutes))
         landing = work / f"landing-{rate:g}"
@@ -317,19 +371,24 @@ def main() -> None:
             landing,
         )
         per_rate = {}
-        for strategy in strategies:
+        for label, (strategy, variant) in runs.items():
             kind = "hash" if strategy == "partitioned-hash" else "range"
-            name = f"{strategy}-{rate:g}"
+            name = re.sub(r"[^A-Za-z0-9.-]+", "-", label) + f"-{rate:g}"
             for leftover in (work / name, work / f"runs-{name}"):  # of an earlier run under this --work
                 shutil.rmtree(leftover, ignore_errors=True)
             shutil.copytree(seeds[kind].warehouse_path, work / name)
             # The partitioned join's wait buffer holds one trigger interval of arrivals; a segment
             # is probed once it has an eighth of that pending (the thesis's 3000 of 65536 is 1/22).
             wait_buffer = max(100, int(rate * t))
+            # Block granularity is for a backlog: where a window's steady arrivals exceed the
+            # default h_mark (full size: 12,000 per window against 6,400) the marks scale with them,
+            # block mode above four windows' worth in one, back below two (the wait buffer scales alike).
+            marks = (dict(h_mark=4 * wait_buffer, l_mark=2 * wait_buffer) if 4 * wait_buffer > base.h_mark else {})
             cfg = seeds[kind].replace(
                 warehouse_root=str(work / name), runs_root=str(work / f"runs-{name}"), landing_root=str(landing),
                 micro_batch_seconds=t, memory_budget=memory_budget, wait_buffer_tuples=wait_buffer,
-                n_invoke=max(10, wait_buffer // 8), tau=max(50, wait_buffer // 2), max_wait_s=args.max_wait_s,
+                n_invoke=max(10, wait_buffer // 8), tau=max(50, wait_buffer // 2),
+                **{"max_wait_s": args.max_wait_s, **marks, **variant},
             )
             t1 = time.time()
             jobs.ingest(spark, cfg, run)
@@ -385,25 +444,19 @@ def main() -> None:
                 sizes = keymap_segment_bytes(spark, seeds[kind])
                 row["belady_fetches"] = belady_fetches([batches[b] for b in sorted(batches)], sizes, memory_budget)
                 row["fetches_over_belady"] = row["probes"] / max(row["belady_fetches"], 1)
-            per_rate[strategy] = row
-            progress(f"rate {rate:g} {strategy}: {updates} updates in {wall:.0f} s; avg delay {row['avg_delay_s']:.1f} s, "
+            row["settings"] = {"max_wait_s": cfg.max_wait_s, "h_mark": cfg.h_mark, "l_mark": cfg.l_mark, "k": cfg.k}
+            per_rate[label] = row
+            progress(f"rate {rate:g} {label}: {updates} updates in {wall:.0f} s; avg delay {row['avg_delay_s']:.1f} s, "
                      f"{row['keymap_bytes_per_1000_updates'] / 1e6:.2f} MB/1000 updates, "
                      f"{'sustained' if row['sustained'] else 'NOT sustained'}")
             shutil.rmtree(work / name, ignore_errors=True)
-        outcomes_set = {json.dumps(v["outcomes"], sort_keys=True) for v in per_rate.values()}
-        per_rate["identical_outcomes"] = len(outcomes_set) == 1
-        results[f"{rate:g}"] = per_rate
+            outcomes_set = {json.dumps(v["outcomes"], sort_keys=True) for k_, v in per_rate.items() if k_ != "identical_outcomes"}
+            per_rate["identical_outcomes"] = len(outcomes_set) == 1
+            results[f"{rate:g}"] = per_rate
+            # The report so far after every run: a long run stopped midway keeps what it measured.
+            report = write_so_far(complete=False)
 
-    report = {
-        "command": "python benchmarks/strategies.py " + " ".join(a for a in sys.argv[1:]),
-        "size": args.size, "keys": size["keys"], "rates": rates, "minutes": minutes, "micro_batch_seconds": t,
-        "seed": seed_mode, "meshjoin_k": size["k"], "partitioned": "wait_buffer_tuples = rate x trigger; n_invoke = wait_buffer_tuples / 8",
-        "key_map_bytes": key_map_bytes, "memory_budget": memory_budget,
-        "results": results,
-        "wall_seconds": time.time() - started,
-    }
-    summarise(report)
-    write_report(report, Path(args.out), args.size)
+    report = write_so_far(complete=True)
     print(json.dumps(report["targets"], indent=1))
     spark.stop()
     if not args.work:
@@ -415,14 +468,15 @@ def table(report: dict) -> str:
     lines = [
         f"`{report['command']}`: {report['keys']:,} keys, key_map {min(report['key_map_bytes'].values()):,} bytes, "
         f"join memory {report['memory_budget']:,} bytes, trigger {report['micro_batch_seconds']} s, "
-        f"{report['minutes']} minutes per rate, {report['wall_seconds'] / 60:.0f} minutes in all.",
+        f"{report['minutes']} minutes per rate, {report['wall_seconds'] / 60:.0f} minutes in all"
+        + ("." if report.get("complete", True) else " (stopped before the end: the runs below are all it finished)."),
         "",
         "| rate /s | strategy | avg delay s | p99 delay s | capacity updates/s | sustained | key_map MB / 1k updates | probes | Belady fetches |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for rate, per in report["results"].items():
-        for s in STRATEGIES:
-            r = per.get(s)
+        for s in run_labels(per):
+            r = per[s]
             if r:
                 lines.append(
                     f"| {rate} | {s} | {r['avg_delay_s']:.1f} | {r['p99_delay_s']:.1f} | {r['capacity_updates_per_s']:.0f} "
@@ -441,7 +495,7 @@ def plot(report: dict, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     rates = [float(r) for r in report["results"]]
-    for s in STRATEGIES:
+    for s in sorted({s for per in report["results"].values() for s in run_labels(per)}):
         rows = [report["results"][f"{r:g}"].get(s) for r in rates]
         if not any(rows):
             continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -57,6 +58,7 @@ class Cluster:
             self._start("master", "org.apache.spark.deploy.master.Master",
                         "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui))
             self.wait(lambda s: s.get("status") == "ALIVE", "the master")
+            self.url = f"spark://127.0.0.1:{self.bound_port('sparkMaster')}"
             for i, work in enumerate(self.work_dirs):
                 work.mkdir(parents=True)
                 self._start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
@@ -71,11 +73,23 @@ class Cluster:
         cmd = [str(spark_home() / "bin" / "spark-class"), cls, *args]
         self.procs.append(subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
+    def bound_port(self, service: str) -> int | None:
+        """The port the master's log says ``service`` bound: Spark moves to the next port when the
+        one asked for was taken in the meantime (``free_port`` only saw it free)."""
+        log = (self.root / "master.log").read_text(errors="replace")
+        found = re.findall(rf"started service '{service}' on port (\d+)", log)
+        return int(found[-1]) if found else None
+
     def state(self) -> dict:
+        ui = self.bound_port("MasterUI")
+        if ui is None:
+            return {}
+        self.ui = ui
+        # An HTML answer (seen once in CI, under load) counts as not up yet, like a refused connection.
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui}/json/", timeout=5) as r:
+            with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:
                 return json.load(r)
-        except OSError:
+        except (OSError, ValueError):
             return {}
 
     def wait(self, ok, what: str, timeout: float = 90) -> None:

@@ -54,7 +54,7 @@ from etl.tables import read  # noqa: E402
 STRATEGIES = ("native", "meshjoin", "partitioned-range", "partitioned-hash")
 # Settings a run of --strategies may override, as ``strategy:name=value`` (a variant run beside the
 # plain one on the same stream and seed, e.g. ``partitioned-range:max_wait_s=180``).
-VARIANT_SETTINGS = {"max_wait_s": float}
+VARIANT_SETTINGS = {"max_wait_s": float, "h_mark": int}
 
 
 def parse_run(spec: str) -> tuple[str, dict]:
@@ -70,7 +70,7 @@ def parse_run(spec: str) -> tuple[str, dict]:
     try:
         return strategy, {name: VARIANT_SETTINGS[name](value)}
     except ValueError:
-        raise SystemExit(f"bad run {spec!r}: {value!r} is not a {VARIANT_SETTINGS[name].__name__}") from None
+        raise SystemExit(f"bad run {spec!r}: {value!r} is not a valid {VARIANT_SETTINGS[name].__name__}") from None
 
 
 def run_labels(per_rate: dict) -> list[str]:
@@ -271,6 +271,8 @@ def main() -> None:
     ap.add_argument("--strategies", default=",".join(STRATEGIES),
                     help="comma-separated runs: a strategy, or strategy:max_wait_s=S for a variant beside it")
     ap.add_argument("--k", type=int, default=0, help="MESHJOIN's relation segments per cycle (default: the size's)")
+    ap.add_argument("--h-mark", type=int, default=0,
+                    help="the partitioned strategies' block-granularity mark h_mark in tuples (default: the product's)")
     ap.add_argument("--work", default="", help="working directory (default: a temporary one, removed)")
     ap.add_argument("--out", default="docs/results/strategies")
     ap.add_argument("--refit", default="", help="a report JSON: add the per-batch cost model to it and rewrite it; runs nothing")
@@ -380,10 +382,10 @@ def main() -> None:
             # The partitioned join's wait buffer holds one trigger interval of arrivals; a segment
             # is probed once it has an eighth of that pending (the thesis's 3000 of 65536 is 1/22).
             wait_buffer = max(100, int(rate * t))
-            # Block granularity is for a backlog: where a window's steady arrivals exceed the
-            # default h_mark (full size: 12,000 per window against 6,400) the marks scale with them,
-            # block mode above four windows' worth in one, back below two (the wait buffer scales alike).
-            marks = (dict(h_mark=4 * wait_buffer, l_mark=2 * wait_buffer) if 4 * wait_buffer > base.h_mark else {})
+            # The granularity marks keep the product's defaults. Scaled with the rate (h_mark = 4 rate T,
+            # tried 2026-11-24 at full size) they kept range in one-window batches that did not keep
+            # up (166 updates/s of capacity at 200/s offered): block granularity is what sustains it.
+            marks = dict(h_mark=args.h_mark) if args.h_mark else {}
             cfg = seeds[kind].replace(
                 warehouse_root=str(work / name), runs_root=str(work / f"runs-{name}"), landing_root=str(landing),
                 micro_batch_seconds=t, memory_budget=memory_budget, wait_buffer_tuples=wait_buffer,

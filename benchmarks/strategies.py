@@ -77,6 +77,8 @@ def run_labels(per_rate: dict) -> list[str]:
     """The runs of one rate in the report (strategy names and variants), plain strategies first."""
     labels = [k for k in per_rate if k != "identical_outcomes"]
     return sorted(labels, key=lambda k: (STRATEGIES.index(k.partition(":")[0]), k))
+
+
 SIZES = {
     # keys: the natural-key domain, all loaded first; rates: offered updates/s; minutes per rate.
     "small": dict(keys=60_000, rates=(10, 40), minutes=6, micro_batch_seconds=30, n_part=64, k=16),
@@ -208,7 +210,7 @@ def cost_model(row: dict, t: int) -> dict:
 def summarise(report: dict) -> None:
     """Cross-strategy figures of ``report`` (from its results), in place."""
     results = report["results"]
-    strategies = sorted({s for v in results.values() for s in run_labels(v)}, key=lambda k: (STRATEGIES.index(k.partition(":")[0]), k))
+    strategies = run_labels({s: None for v in results.values() for s in run_labels(v)})
 
     def ratio(rate_key, a, b, metric):
         r = results[rate_key]
@@ -269,7 +271,7 @@ def main() -> None:
     ap.add_argument("--trigger", type=int, default=0,
                     help="micro-batch trigger interval in seconds, the same for every strategy (default: the size's)")
     ap.add_argument("--strategies", default=",".join(STRATEGIES),
-                    help="comma-separated runs: a strategy, or strategy:max_wait_s=S for a variant beside it")
+                    help="comma-separated runs: a strategy, or strategy:name=value (max_wait_s, h_mark) for a variant beside it")
     ap.add_argument("--k", type=int, default=0, help="MESHJOIN's relation segments per cycle (default: the size's)")
     ap.add_argument("--h-mark", type=int, default=0,
                     help="the partitioned strategies' block-granularity mark h_mark in tuples (default: the product's)")
@@ -456,7 +458,7 @@ def main() -> None:
             per_rate["identical_outcomes"] = len(outcomes_set) == 1
             results[f"{rate:g}"] = per_rate
             # The report so far after every run: a long run stopped midway keeps what it measured.
-            report = write_so_far(complete=False)
+            write_so_far(complete=False)
 
     report = write_so_far(complete=True)
     print(json.dumps(report["targets"], indent=1))
@@ -497,7 +499,7 @@ def plot(report: dict, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     rates = [float(r) for r in report["results"]]
-    for s in sorted({s for per in report["results"].values() for s in run_labels(per)}):
+    for s in run_labels({s: None for per in report["results"].values() for s in run_labels(per)}):
         rows = [report["results"][f"{r:g}"].get(s) for r in rates]
         if not any(rows):
             continue

@@ -79,6 +79,11 @@ def run_labels(per_rate: dict) -> list[str]:
     return sorted(labels, key=lambda k: (STRATEGIES.index(k.partition(":")[0]), k))
 
 
+def report_labels(results: dict) -> list[str]:
+    """The runs of any rate in the report's ``results``, in ``run_labels``'s order."""
+    return run_labels({s: None for per in results.values() for s in run_labels(per)})
+
+
 SIZES = {
     # keys: the natural-key domain, all loaded first; rates: offered updates/s; minutes per rate.
     "small": dict(keys=60_000, rates=(10, 40), minutes=6, micro_batch_seconds=30, n_part=64, k=16),
@@ -210,7 +215,7 @@ def cost_model(row: dict, t: int) -> dict:
 def summarise(report: dict) -> None:
     """Cross-strategy figures of ``report`` (from its results), in place."""
     results = report["results"]
-    strategies = run_labels({s: None for v in results.values() for s in run_labels(v)})
+    strategies = report_labels(results)
 
     def ratio(rate_key, a, b, metric):
         r = results[rate_key]
@@ -454,7 +459,7 @@ def main() -> None:
                      f"{row['keymap_bytes_per_1000_updates'] / 1e6:.2f} MB/1000 updates, "
                      f"{'sustained' if row['sustained'] else 'NOT sustained'}")
             shutil.rmtree(work / name, ignore_errors=True)
-            outcomes_set = {json.dumps(v["outcomes"], sort_keys=True) for k_, v in per_rate.items() if k_ != "identical_outcomes"}
+            outcomes_set = {json.dumps(per_rate[s]["outcomes"], sort_keys=True) for s in run_labels(per_rate)}
             per_rate["identical_outcomes"] = len(outcomes_set) == 1
             results[f"{rate:g}"] = per_rate
             # The report so far after every run: a long run stopped midway keeps what it measured.
@@ -499,7 +504,7 @@ def plot(report: dict, path: Path) -> None:
 
     fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     rates = [float(r) for r in report["results"]]
-    for s in run_labels({s: None for per in report["results"].values() for s in run_labels(per)}):
+    for s in report_labels(report["results"]):
         rows = [report["results"][f"{r:g}"].get(s) for r in rates]
         if not any(rows):
             continue

@@ -58,7 +58,7 @@ class Cluster:
             self._start("master", "org.apache.spark.deploy.master.Master",
                         "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui))
             self.wait(lambda s: s.get("status") == "ALIVE", "the master")
-            self.url = f"spark://127.0.0.1:{self.bound_port('sparkMaster')}"
+            self.url = self.state()["url"]  # the port it bound, which may not be the one asked for
             for i, work in enumerate(self.work_dirs):
                 work.mkdir(parents=True)
                 self._start(f"worker-{i}", "org.apache.spark.deploy.worker.Worker", self.url, "--host", "127.0.0.1",
@@ -73,18 +73,17 @@ class Cluster:
         cmd = [str(spark_home() / "bin" / "spark-class"), cls, *args]
         self.procs.append(subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
-    def bound_port(self, service: str) -> int | None:
-        """The port the master's log says ``service`` bound: Spark moves to the next port when the
-        one asked for was taken in the meantime (``free_port`` only saw it free)."""
+    def ui_port(self) -> int | None:
+        """The port the master's log says its UI bound: Spark moves to the next port when the one
+        asked for was taken in the meantime (``free_port`` only saw it free)."""
         log = (self.root / "master.log").read_text(errors="replace")
-        found = re.findall(rf"started service '{service}' on port (\d+)", log)
+        found = re.findall(r"started service 'MasterUI' on port (\d+)", log)
         return int(found[-1]) if found else None
 
     def state(self) -> dict:
-        ui = self.bound_port("MasterUI")
+        ui = self.ui_port()
         if ui is None:
             return {}
-        self.ui = ui
         # An HTML answer (seen once in CI, under load) counts as not up yet, like a refused connection.
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=5) as r:

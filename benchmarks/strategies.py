@@ -238,14 +238,17 @@ def summarise(report: dict) -> None:
     }
     report["highest_sustained_rate"] = sustained
     report["capacity_updates_per_s"] = capacity
-    report["capacity_range_over_native"] = capacity.get("partitioned-range", 0) / max(capacity.get("native", 0), 1e-9)
+    # None unless both ran: a ratio against a strategy that did not run is no measurement.
+    both = capacity.get("partitioned-range") and capacity.get("native")
+    report["capacity_range_over_native"] = capacity["partitioned-range"] / capacity["native"] if both else None
 
 
-def write_report(report: dict, out: Path, size: str) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"strategies-{size}.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
-    plot(report, out / f"strategies-{size}.png")
-    (out / f"strategies-{size}.md").write_text(table(report))
+def write_report(report: dict, json_path: Path) -> None:
+    """The report's JSON at ``json_path``, its plot and Markdown table beside it (same stem)."""
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    plot(report, json_path.with_suffix(".png"))
+    json_path.with_suffix(".md").write_text(table(report))
 
 
 def refit(path: Path) -> None:
@@ -256,7 +259,7 @@ def refit(path: Path) -> None:
         for s in run_labels(per):
             per[s].update(cost_model(per[s], report["micro_batch_seconds"]))
     summarise(report)
-    write_report(report, path.parent, report["size"])
+    write_report(report, path)
     fitted = [f"{s} at {rk}/s: {per[s]['batch_cost']}" for rk, per in report["results"].items() for s in run_labels(per)
               if "batch_cost" in per[s]]
     progress(f"refitted {path}: " + (", ".join(fitted) or f"no run has a per_batch series of {MIN_BATCHES} batches or more"))
@@ -367,7 +370,7 @@ def main() -> None:
             "wall_seconds": time.time() - started,
         }
         summarise(report)
-        write_report(report, Path(args.out), args.size)
+        write_report(report, Path(args.out) / f"strategies-{args.size}.json")
         return report
 
     for rate in rates:

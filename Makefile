@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup demo test test-fast simulate benchmark crash-matrix airflow-start airflow-stop clean
+.PHONY: setup demo test test-fast test-slow simulate benchmark crash-matrix airflow-start airflow-stop clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh
 	@scripts/setup.sh $(VENV)
@@ -15,10 +15,14 @@ demo: setup
 	@scripts/demo.sh
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-fast: setup  ## the tests that need neither Spark nor Airflow
-	$(PY) -m pytest -m "not spark and not airflow" $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not spark and not airflow and not slow" $(PYTEST_ARGS)
+
+test-slow: setup  ## the slow tier: random SIGKILLs of whole runs (3 strategies) and 12 fuzzed landing trees (about 45 minutes)
+	ETL_CRASH_REPORT=var/random-kills.json $(PY) -m pytest -m slow $(PYTEST_ARGS)
+	ETL_FUZZ_TREES=12 ETL_FUZZ_REPORT=var/fuzz.json $(PY) -m pytest tests/etl/test_ingest_fuzz.py $(PYTEST_ARGS)
 
 simulate: setup  ## the thesis's Figures 6.5-6.13 from the simulator (about 9 minutes)
 	$(VENV)/bin/etl simulate figures --out docs/results/simulator
@@ -27,7 +31,7 @@ benchmark: setup  ## the four strategies in Spark at several rates (small size: 
 	$(PY) benchmarks/strategies.py --size small --out docs/results/strategies
 
 crash-matrix: setup  ## SIGKILL at every commit point of every strategy, in chains (about 35 minutes)
-	ETL_CRASH_MATRIX=chain ETL_CRASH_REPORT=var/crash-matrix.json $(PY) -m pytest tests/etl/test_crash.py $(PYTEST_ARGS)
+	ETL_CRASH_MATRIX=chain ETL_CRASH_REPORT=var/crash-matrix.json $(PY) -m pytest -m "not slow" tests/etl/test_crash.py $(PYTEST_ARGS)
 
 airflow-start: setup  ## Airflow standalone on http://127.0.0.1:8080 (SQLite, this project's DAGs)
 	@scripts/airflow.sh start

@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     from etl.airflow_support import APPLICATION, submit_conf
     from etl.config import load_config
     from etl.generator import StreamSpec, generate_stream
-    from etl.ingest import Interval
+    from etl.interval import Interval
     from etl.spark import build_spark_session
 
     work = Path(args.work or tempfile.mkdtemp(prefix="driver-jit-"))

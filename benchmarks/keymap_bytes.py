@@ -22,7 +22,7 @@ from pathlib import Path
 from etl import jobs
 from etl.config import EtlConfig
 from etl.generator import StreamSpec, generate_stream
-from etl.ingest import Interval
+from etl.interval import Interval
 from etl.spark import build_spark_session
 from etl.tables import read
 

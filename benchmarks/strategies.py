@@ -43,7 +43,7 @@ from etl import jobs  # noqa: E402
 from etl.batch_cost import MIN_BATCHES, fit_batch_cost, steps  # noqa: E402
 from etl.config import EtlConfig  # noqa: E402
 from etl.generator import StreamSpec, generate_stream  # noqa: E402
-from etl.ingest import Interval  # noqa: E402
+from etl.interval import Interval  # noqa: E402
 from etl.maintenance import relayout  # noqa: E402
 from etl.load import load_batches  # noqa: E402
 from etl.segments import load_layout, segment_column  # noqa: E402

@@ -12,7 +12,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param, task
 
 from etl.airflow_support import APPLICATION, INTERVAL_ARGS, SPARK_CONN_ID, run_report, submit_conf
-from etl.config import JOIN_STRATEGIES, load_config
+from etl.config import JOIN_STRATEGIES, load_config, strategy_settings_schema
 
 cfg = load_config()
 
@@ -25,10 +25,12 @@ with DAG(
     max_active_runs=1,  # surrogate keys are allocated in sequence
     params={
         "join_strategy": Param(cfg.join_strategy, enum=list(JOIN_STRATEGIES), description="join strategy"),
+        # Only the join strategies' own knobs: whoever may trigger a run must not be able to move
+        # the warehouse, the landing zone or the quality limits (checked again by `etl load`).
         "strategy_settings": Param(
             {},
-            type="object",
-            description='settings for this run only, e.g. {"n_invoke": 500, "memory_budget": 8388608, "k": 4}',
+            **strategy_settings_schema(),
+            description='the join strategy\'s settings for this run only, e.g. {"n_invoke": 500, "memory_budget": 8388608} or {"k": 4}',
         ),
     },
     default_args={"owner": "data-engineering", "retries": 2, "retry_delay": timedelta(minutes=1)},
@@ -44,7 +46,7 @@ with DAG(
             *INTERVAL_ARGS,
             "--join-strategy",
             "{{ params.join_strategy }}",
-            "--settings-json",
+            "--strategy-settings",
             "{{ params.strategy_settings | tojson }}",
         ],
         **spark_job,

@@ -26,7 +26,7 @@ def run_report(data_interval_start, data_interval_end) -> dict:
     """The report task's body: print the run summary and return it (the task's XCom)."""
     from etl import jobs
     from etl.config import load_config
-    from etl.ingest import Interval
+    from etl.interval import Interval
 
     cfg = load_config()
     rep = jobs.report(cfg, Interval(data_interval_start, data_interval_end))
@@ -37,7 +37,7 @@ def run_report(data_interval_start, data_interval_end) -> dict:
 def publish_quality_report(data_interval_start, data_interval_end) -> dict:
     """The report DAG's last task: print where the report and plots are, return its summary."""
     from etl.config import load_config
-    from etl.ingest import Interval
+    from etl.interval import Interval
     from etl.quality_report import read_report, summarize
 
     cfg = load_config()

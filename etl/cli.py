@@ -3,12 +3,16 @@
     etl generate --start 2026-11-22T10:00 --duration 300 --rate 40
     etl run --start 2026-11-22T10:00 --end 2026-11-22T10:05 [--join-strategy native]
     etl ingest|load|validate|report --start ... --end ...
+    etl late-lines|discard --start ... --end ...   (landing files changed after a load; a mistaken ingest)
+    etl unlock [--force]                            (a load lock whose holder is gone)
     etl simulate figures|recommend|run ...   (no Spark: the thesis's simulator)
 
 Settings come from ``--config FILE`` (or ``$ETL_CONFIG``), ``ETL_*`` variables and the flags
-below, in that order of precedence (flags win). Exit codes: 0 ok, 2 bad configuration or input,
-3 quality gate failed, 4 rejection ceiling exceeded, 5 another load holds the warehouse
-(retry later), 1 anything else.
+below, in that order of precedence (flags win). Exit codes: 0 ok; 2 bad configuration or input,
+refused before anything was written (an overlapping interval, a run owned by another strategy,
+landing files changed after their run loaded, an unreadable landing zone); 3 quality gate
+failed; 4 rejection ceiling exceeded; 5 retry later: another load holds the warehouse, or the
+disk is full (nothing is lost: the rerun resumes); 1 anything else (a bug: please report it).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import logging
 import sys
 from pathlib import Path
 
-from etl.config import JOIN_STRATEGIES, ConfigError, EtlConfig, load_config
+from etl.config import JOIN_STRATEGIES, ConfigError, EtlConfig, load_config, strategy_settings
 
 EXIT_CONFIG, EXIT_VALIDATION, EXIT_REJECTIONS, EXIT_LOCKED = 2, 3, 4, 5
 
@@ -73,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, text in (
         ("ingest", "validate a run's landed files into ingested_updates and rejected_updates"),
+        ("late-lines", "list landing files of a loaded run that changed since; --move-to moves late lines on"),
+        ("discard", "drop the ingest of a run that has not started loading"),
         ("load", "join and load a run's ingested updates through the join strategy"),
         ("validate", "run the expectation suites (quality gate) and build Data Docs"),
         ("report", "print what happened in a run"),
@@ -83,6 +89,19 @@ def build_parser() -> argparse.ArgumentParser:
         _common(p)
         _interval_args(p)
         p.add_argument("--json", action="store_true", help="print the summary as JSON")
+        if name in ("load", "run"):
+            p.add_argument(
+                "--strategy-settings", default="", metavar="JSON",
+                help='the join strategy\'s own settings for this run, e.g. \'{"n_invoke": 500}\' (the DAG passes its '
+                     'strategy_settings parameter this way; anything else is refused)',
+            )
+        if name == "late-lines":
+            p.add_argument("--move-to", metavar="MINUTE",
+                           help="move appended/added lines into this minute's landing files (a minute no run has ingested)")
+
+    unlock = sub.add_parser("unlock", help="remove the load lock when its holder is gone (--force: whatever holds it)")
+    _common(unlock)
+    unlock.add_argument("--force", action="store_true", help="remove it even if its holder may be running (another host)")
 
     maintain = sub.add_parser("maintain", help="OPTIMIZE, VACUUM and rebalance key_map segments (takes the load lock)")
     _common(maintain)
@@ -180,7 +199,16 @@ def config_from_args(args: argparse.Namespace) -> EtlConfig:
             raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
         k, v = item.split("=", 1)
         overrides[k.strip()] = v.strip()
-    return load_config(args.config, overrides=overrides)
+    cfg = load_config(args.config, overrides=overrides)
+    if getattr(args, "strategy_settings", "").strip():
+        try:
+            given = json.loads(args.strategy_settings)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"--strategy-settings: not valid JSON ({exc})") from None
+        if not isinstance(given, dict):
+            raise ConfigError("--strategy-settings: expected a JSON object of setting names to values")
+        cfg = cfg.replace(**strategy_settings(cfg.join_strategy, given))
+    return cfg
 
 
 def _print(summary: dict, as_json: bool, text: str | None = None) -> None:
@@ -196,13 +224,14 @@ def main(argv: list[str] | None = None) -> int:
         cfg = config_from_args(args)
         if args.command == "generate":
             return _generate(args, cfg)
-        from etl.ingest import Interval
+        from etl.interval import Interval, parse_minute
 
-        interval = Interval.parse(args.start, args.end) if args.command not in ("init", "maintain") else None
+        interval = Interval.parse(args.start, args.end) if args.command not in ("init", "maintain", "unlock") else None
+        move_to = parse_minute(args.move_to) if getattr(args, "move_to", None) else None
         if args.command == "maintain":
             from etl.maintenance import check_steps
 
-            steps = check_steps([x.strip() for x in args.steps.split(",") if x.strip()])
+            args.steps_checked = check_steps([x.strip() for x in args.steps.split(",") if x.strip()])
     except (ConfigError, ValueError) as exc:
         print(f"etl: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -213,71 +242,132 @@ def main(argv: list[str] | None = None) -> int:
         rep = jobs.report(cfg, interval)
         _print(rep, args.json, jobs.format_report(rep))
         return 0
+    if args.command == "unlock":
+        from etl.lock import WarehouseLocked, unlock
 
-    from etl.ingest import LandingError
+        try:
+            print(unlock(cfg.meta_path, force=args.force, stale_after=cfg.lock_stale_seconds))
+        except WarehouseLocked as exc:
+            print(f"etl: error: {exc}", file=sys.stderr)
+            return EXIT_LOCKED
+        return 0
+
+    spark = None
+    try:
+        from etl.spark import build_spark_session
+
+        spark = build_spark_session(cfg, app_name=f"etl-{args.command}")
+        return _run(spark, cfg, args, interval, move_to)
+    except Exception as exc:
+        code, message = exit_code_of(exc)
+        if code is None:
+            raise
+        print(f"etl: {message}", file=sys.stderr)
+        return code
+    finally:
+        if spark is not None:
+            spark.stop()
+
+
+def exit_code_of(exc: BaseException) -> tuple[int | None, str]:
+    """The documented exit code and message of an error, or (None, ...) for a bug (exit 1, trace)."""
+    import errno
+
+    from etl.jobs import RejectionCeilingExceeded, RunAlreadyLoaded, ValidationFailed
+    from etl.landing import LandingError
     from etl.lock import WarehouseLocked
     from etl.maintenance import MaintenanceBlocked
-    from etl.spark import build_spark_session
+    from etl.runs import LandingChanged, OverlappingRunError
 
-    spark = build_spark_session(cfg, app_name=f"etl-{args.command}")
-    try:
-        if args.command == "init":
-            from etl.tables import ensure_tables
+    if isinstance(exc, (ConfigError, LandingError, OverlappingRunError, LandingChanged, RunAlreadyLoaded)):
+        return EXIT_CONFIG, f"error: {exc}"
+    if isinstance(exc, (WarehouseLocked, MaintenanceBlocked)):
+        return EXIT_LOCKED, f"error: {exc}"
+    if isinstance(exc, ValidationFailed):
+        return EXIT_VALIDATION, str(exc)
+    if isinstance(exc, RejectionCeilingExceeded):
+        return EXIT_REJECTIONS, str(exc)
+    text = "".join(str(e) for e in _chain(exc))
+    if any(isinstance(e, OSError) and e.errno == errno.ENOSPC for e in _chain(exc)) or "No space left on device" in text:
+        return EXIT_LOCKED, (
+            "error: no space left on device (warehouse, meta, runs or Spark's scratch space): free space and "
+            "rerun; nothing is lost, the rerun resumes where this one stopped"
+        )
+    if any(isinstance(e, PermissionError) for e in _chain(exc)) or "Permission denied" in text or "AccessDeniedException" in text:
+        return EXIT_CONFIG, f"error: permission denied: {_first_line(text)}; fix the permissions and rerun"
+    return None, ""
 
-            created = ensure_tables(spark, cfg)
-            print(f"created: {', '.join(created) or 'nothing (all tables exist)'} under {cfg.warehouse_uri}")
-            return 0
-        if args.command == "maintain":
-            from etl.maintenance import maintain
 
-            _print(maintain(spark, cfg, steps, progress=_progress), True)
-            return 0
-        if args.command == "quality-report":
-            from etl.quality_report import build_report, summarize
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
 
-            summary = summarize(build_report(spark, cfg, interval))
-            _progress(f"report: {summary['plot']}; suites {'passed' if summary['suites_passed'] else 'FAILED'}")
-            _print(summary, True)
-            return 0
-        if args.command in ("ingest", "run"):
-            summary = jobs.ingest(spark, cfg, interval)
-            _progress(f"ingested {summary['valid']} valid, {summary['rejected']} rejected of {summary['lines']} lines")
-        if args.command in ("load", "run"):
-            summary = jobs.load(spark, cfg, interval, progress=_progress)
-            _progress(f"loaded: {summary['outcomes']}, {summary['keys_allocated']} keys allocated")
-        if args.command in ("validate", "run"):
-            summary = jobs.validate(spark, cfg, interval)
-            _progress(f"quality gate passed; Data Docs: {summary['data_docs']}")
-        if args.command == "run":
-            rep = jobs.report(cfg, interval)
-            _print(rep, args.json, jobs.format_report(rep))
-        else:
-            _print(summary, True)
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if "Permission denied" in line or "AccessDenied" in line:
+            return line.strip()[:300]
+    return text.strip().splitlines()[0][:300] if text.strip() else ""
+
+
+def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> int:
+    from etl import jobs
+
+    if args.command == "init":
+        from etl.tables import ensure_tables
+
+        created = ensure_tables(spark, cfg)
+        print(f"created: {', '.join(created) or 'nothing (all tables exist)'} under {cfg.warehouse_uri}")
         return 0
-    except (ConfigError, LandingError) as exc:
-        print(f"etl: error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    except (WarehouseLocked, MaintenanceBlocked) as exc:
-        print(f"etl: error: {exc}", file=sys.stderr)
-        return EXIT_LOCKED
-    except jobs.ValidationFailed as exc:
-        print(f"etl: {exc}", file=sys.stderr)
-        return EXIT_VALIDATION
-    except jobs.RejectionCeilingExceeded as exc:
-        print(f"etl: {exc}", file=sys.stderr)
-        return EXIT_REJECTIONS
-    finally:
-        spark.stop()
+    if args.command == "maintain":
+        from etl.maintenance import maintain
+
+        _print(maintain(spark, cfg, args.steps_checked, progress=_progress), True)
+        return 0
+    if args.command == "quality-report":
+        from etl.quality_report import build_report, summarize
+
+        summary = summarize(build_report(spark, cfg, interval))
+        _progress(f"report: {summary['plot']}; suites {'passed' if summary['suites_passed'] else 'FAILED'}")
+        _print(summary, True)
+        return 0
+    if args.command == "late-lines":
+        _print(jobs.late_lines(spark, cfg, interval, move_to), True)
+        return 0
+    if args.command == "discard":
+        _print(jobs.discard(spark, cfg, interval), True)
+        return 0
+    if args.command in ("ingest", "run"):
+        summary = jobs.ingest(spark, cfg, interval)
+        _progress(f"ingested {summary['valid']} valid, {summary['rejected']} rejected of {summary['lines']} lines")
+        if summary["skipped"]:
+            _progress(f"skipped {len(summary['skipped'])} entries of the landing zone that are not landing files "
+                      f"(listed in the summary): {summary['skipped'][0]['name']}: {summary['skipped'][0]['reason']} ...")
+    if args.command in ("load", "run"):
+        summary = jobs.load(spark, cfg, interval, progress=_progress)
+        _progress(f"loaded: {summary['outcomes']}, {summary['keys_allocated']} keys allocated")
+    if args.command in ("validate", "run"):
+        summary = jobs.validate(spark, cfg, interval)
+        _progress(f"quality gate passed; Data Docs: {summary['data_docs']}")
+    if args.command == "run":
+        rep = jobs.report(cfg, interval)
+        _print(rep, args.json, jobs.format_report(rep))
+    else:
+        _print(summary, True)
+    return 0
 
 
 def _generate(args: argparse.Namespace, cfg: EtlConfig) -> int:
     from etl.generator import StreamSpec, generate_stream, spec_dict
-    from etl.ingest import _parse_ts
+    from etl.interval import parse_ts
 
     try:
         p, q, r, s = (float(x) for x in args.pqrs.split(","))
         spec = StreamSpec(
-            start=_parse_ts(args.start),
+            start=parse_ts(args.start),
             duration_s=args.duration,
             sources=tuple(x.strip() for x in args.sources.split(",") if x.strip()),
             rate=args.rate,

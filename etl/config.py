@@ -16,6 +16,18 @@ from pathlib import Path
 from typing import Any, Mapping
 
 JOIN_STRATEGIES = ("native", "meshjoin", "partitioned-range", "partitioned-hash")
+_PARTITIONED_SETTINGS = (
+    "n_invoke", "r_wb", "alpha", "tau", "rho", "memory_budget", "wait_buffer_tuples", "max_wait_s",
+    "h_mark", "l_mark", "block_factor",
+)
+# The settings a run may choose with its strategy (the DAG parameter ``strategy_settings`` and
+# ``etl load --strategy-settings``): the strategy's own knobs, never paths, sources or limits.
+STRATEGY_SETTINGS: dict[str, tuple[str, ...]] = {
+    "native": (),
+    "meshjoin": ("k", "d"),
+    "partitioned-range": _PARTITIONED_SETTINGS,
+    "partitioned-hash": _PARTITIONED_SETTINGS,
+}
 ENV_PREFIX = "ETL_"
 CONFIG_FILE_ENV = "ETL_CONFIG"
 
@@ -55,6 +67,9 @@ class EtlConfig:
     max_record_bytes: int = 65536
     max_rejected_fraction: float = 1.0  # a run whose rejected share exceeds this fails
     schedule: str = "@hourly"
+    # A load lock held from another host is stale once it has not been refreshed for this long
+    # (its holder refreshes it every quarter of it); on the lock's own host a dead pid is enough.
+    lock_stale_seconds: int = 900
     # --- data-quality report and maintenance (papers/003 panes: windows of report_window_seconds
     # every report_slide_seconds, half-open, aligned to the epoch) ---
     report_schedule: str = "@daily"
@@ -195,6 +210,7 @@ def _validate(cfg: EtlConfig) -> None:
         "key_domain",
         "report_window_seconds",
         "report_slide_seconds",
+        "lock_stale_seconds",
     ):
         need(getattr(cfg, name) > 0, name, "must be a positive number")
     need(cfg.report_slide_seconds <= cfg.report_window_seconds, "report_slide_seconds", "must not exceed report_window_seconds")
@@ -276,6 +292,31 @@ def read_env(env: Mapping[str, str]) -> dict[str, Any]:
         if k.startswith(ENV_PREFIX) and k != CONFIG_FILE_ENV and k[len(ENV_PREFIX) :].lower() in _FIELDS
     }
     return _from_mapping(picked, "environment")
+
+
+def strategy_settings(strategy: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` checked as settings of ``strategy`` alone (names and values), for a run's overrides."""
+    if strategy not in STRATEGY_SETTINGS:
+        raise ConfigError(f"join strategy {strategy!r}: unknown; valid values are {', '.join(JOIN_STRATEGIES)}")
+    allowed = STRATEGY_SETTINGS[strategy]
+    names = {k.replace("-", "_") for k in given}
+    refused = sorted(n for n in names if n not in allowed)
+    if refused:
+        raise ConfigError(
+            f"strategy settings: {', '.join(refused)} {'is' if len(refused) == 1 else 'are'} not a setting of "
+            f"{strategy} (its settings: {', '.join(allowed) or 'none'}); other settings come from the "
+            f"configuration file or ETL_* variables, not from a run's parameters"
+        )
+    return _from_mapping(given, f"strategy settings of {strategy}")
+
+
+def strategy_settings_schema() -> dict[str, Any]:
+    """JSON Schema of every strategy's settings (the DAG parameter validates a run's conf with it)."""
+    props: dict[str, Any] = {}
+    for name in sorted({n for names in STRATEGY_SETTINGS.values() for n in names}):
+        kind = _FIELDS[name].type
+        props[name] = {"type": "integer", "minimum": 0} if kind == "int" else {"type": "number", "minimum": 0}
+    return {"type": "object", "properties": props, "additionalProperties": False}
 
 
 def load_config(

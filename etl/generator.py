@@ -30,6 +30,8 @@ from typing import Callable
 
 import numpy as np
 
+from etl.landing import landing_file  # noqa: F401  (where the generator writes; re-exported)
+
 CITIES = (
     "Amsterdam", "Berlin", "Bogota", "Cairo", "Delhi", "Dublin", "Jakarta", "Lagos", "Lima", "Lisbon",
     "Madrid", "Manila", "Nairobi", "Osaka", "Oslo", "Paris", "Quito", "Seoul", "Toronto", "Waterloo",
@@ -173,18 +175,6 @@ def _malformed(kind: str, record: dict) -> str:
     elif kind == "bad_event_ts":
         rec["event_ts"] = "yesterday"
     return json.dumps(rec, sort_keys=True)
-
-
-def landing_file(landing_root: Path, source_id: str, minute: datetime) -> Path:
-    """Where the landing agent puts one source's arrivals of one minute."""
-    m = minute.astimezone(timezone.utc)
-    return (
-        landing_root
-        / f"source_id={source_id}"
-        / f"arrival_date={m:%Y-%m-%d}"
-        / f"arrival_hour={m:%H}"
-        / f"updates-{m:%Y%m%dT%H%M}.jsonl"
-    )
 
 
 def generate_stream(

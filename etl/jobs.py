@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
-from etl.config import EtlConfig
+from etl.config import ConfigError, EtlConfig
 from etl.faults import crash_point
-from etl.ingest import Interval
+from etl.interval import Interval
+from etl.runs import LandingChanged
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +26,10 @@ class RejectionCeilingExceeded(RuntimeError):
 
 class ValidationFailed(RuntimeError):
     """The quality gate failed after a load."""
+
+
+class RunAlreadyLoaded(RuntimeError):
+    """The run has started loading: what it loaded stays."""
 
 
 def run_dir(cfg: EtlConfig, interval: Interval) -> Path:
@@ -46,47 +52,121 @@ def read_summary(cfg: EtlConfig, interval: Interval, stage: str) -> dict | None:
 
 
 def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
-    """Landed files of the interval -> ``ingested_updates`` + ``rejected_updates`` (replaced, not appended)."""
+    """Landed files of the interval -> ``ingested_updates``, ``rejected_updates`` and their
+    fingerprints in ``landed_files`` (replaced, not appended). Refused before any write when the
+    landing zone cannot be read, when the interval overlaps another run, and when the run has
+    started loading and its landing files changed since (docs/ingest.md)."""
     from pyspark.sql import functions as F
 
-    from etl.ingest import list_landed_files, read_landed_lines, to_ingested, to_rejected, validate_lines
+    from etl.ingest import check_landed_files, to_ingested, to_landed_files, to_rejected
+    from etl.landing import scan_landing
+    from etl.runs import LandingChanged, check_no_overlap, describe_changes, has_started, landing_changes
     from etl.tables import ensure_tables, replace_partition
 
-    landed = list_landed_files(cfg.landing_path, interval)  # fails on a bad landing zone before any write
+    scan = scan_landing(cfg.landing_path, interval.start, interval.end)
     ensure_tables(spark, cfg)
-    for path in landed.ignored:
-        log.warning("ignoring %s: not a landing file (expected updates-YYYYMMDDTHHMM.jsonl)", path)
-    checked = validate_lines(read_landed_lines(spark, cfg, interval, landed.files), cfg).cache()
+    check_no_overlap(spark, cfg, interval)
+    if has_started(spark, cfg, interval.run_key):
+        changes = landing_changes(spark, cfg, interval, scan.files)
+        if changes:
+            raise LandingChanged(describe_changes(interval, changes))
+    for s in scan.skipped:
+        log.warning("skipped %s: %s", s.name, s.reason)
+    checked = check_landed_files(spark, cfg, scan.files).cache()
     try:
-        valid = checked.where(F.col("reject_reason").isNull())
-        rejected = checked.where(F.col("reject_reason").isNotNull())
+        lines = checked.where(F.col("kind") == "line")
+        valid = lines.where(F.col("reject_reason").isNull())
+        rejected = lines.where(F.col("reject_reason").isNotNull())
+        files = checked.where(F.col("kind") == "file")
         replace_partition(to_ingested(valid, interval, cfg.micro_batch_seconds), cfg, "ingested_updates", "run_key", interval.run_key)
         crash_point("ingest.ingested_written")
-        replace_partition(to_rejected(rejected, interval, cfg.max_record_bytes), cfg, "rejected_updates", "run_key", interval.run_key)
+        replace_partition(to_rejected(rejected, interval), cfg, "rejected_updates", "run_key", interval.run_key)
         crash_point("ingest.rejected_written")
+        replace_partition(to_landed_files(files, interval), cfg, "landed_files", "run_key", interval.run_key)
         reasons = Counter({r[0]: r[1] for r in rejected.groupBy("reject_reason").count().collect()})
-        lines = checked.count()
+        totals = files.agg(F.sum("file_lines"), F.sum("file_blank_lines")).first()
     finally:
         checked.unpersist()
+    n_lines, n_blank = int(totals[0] or 0), int(totals[1] or 0)
     n_rejected = sum(reasons.values())
     summary = {
         "run_key": interval.run_key,
         "interval": [interval.start.isoformat(), interval.end.isoformat()],
-        "files": len(landed.files),
-        "ignored_files": [str(p) for p in landed.ignored],
-        "lines": lines,
-        "valid": lines - n_rejected,
+        "files": len(scan.files),
+        "skipped": [{"name": s.name, "reason": s.reason} for s in scan.skipped],
+        "lines": n_lines,
+        "blank_lines": n_blank,
+        "valid": n_lines - n_rejected,
         "rejected": n_rejected,
         "rejected_by_reason": dict(sorted(reasons.items())),
     }
     write_summary(cfg, interval, "ingest", summary)
-    if lines and n_rejected / lines > cfg.max_rejected_fraction:
+    if n_lines and n_rejected / n_lines > cfg.max_rejected_fraction:
         raise RejectionCeilingExceeded(
-            f"{n_rejected} of {lines} lines of run {interval.run_key} were rejected "
-            f"({n_rejected / lines:.1%} > max_rejected_fraction {cfg.max_rejected_fraction:.1%}); "
+            f"{n_rejected} of {n_lines} lines of run {interval.run_key} were rejected "
+            f"({n_rejected / n_lines:.1%} > max_rejected_fraction {cfg.max_rejected_fraction:.1%}); "
             f"see the rejected_updates table, reasons: {dict(reasons)}"
         )
     return summary
+
+
+def late_lines(spark, cfg: EtlConfig, interval: Interval, move_to=None) -> dict:
+    """Landing files of a loaded run that changed since its ingest; with ``move_to`` (a minute no
+    run has ingested), appended and added lines are moved into that minute's landing files, so
+    the run's files match what was loaded again and the later run loads the late lines."""
+    from etl.landing import landing_file, move_tail, scan_landing
+    from etl.runs import check_no_overlap, has_started, landing_changes, recorded_files
+    from etl.tables import ensure_tables
+
+    ensure_tables(spark, cfg)
+    if not has_started(spark, cfg, interval.run_key):
+        return {"run_key": interval.run_key, "changes": [], "note": "the run has not loaded: rerun `etl ingest` to read its files again"}
+    scan = scan_landing(cfg.landing_path, interval.start, interval.end)
+    changes = landing_changes(spark, cfg, interval, scan.files)
+    out = {"run_key": interval.run_key, "changes": [c.__dict__ for c in changes]}
+    if move_to is None or not changes:
+        return out
+    target = Interval(move_to, move_to + timedelta(minutes=1))
+    if target.overlaps(interval):
+        raise ConfigError(f"--move-to {move_to:%Y-%m-%dT%H:%M} lies in the run's own interval")
+    check_no_overlap(spark, cfg, target)
+    stuck = [c for c in changes if c.kind in ("changed", "removed")]
+    if stuck:
+        raise LandingChanged(
+            "cannot move lines of files that were changed or removed (not appended to): "
+            + ", ".join(f"{c.name} ({c.kind})" for c in stuck)
+            + "; restore them to what was loaded (landed_files has their size and SHA-256)"
+        )
+    by_name = {f.name: f for f in scan.files}
+    recorded = recorded_files(spark, cfg, interval.run_key)
+    moved = []
+    for c in changes:
+        f = by_name[c.name]
+        keep = recorded[c.name].bytes if c.kind == "appended" else 0
+        moved.append(move_tail(Path(f.path), keep, landing_file(cfg.landing_path, f.source_id, move_to)))
+    out["moved"] = moved
+    return out
+
+
+def discard(spark, cfg: EtlConfig, interval: Interval) -> dict:
+    """Drop the ingest of a run that has not started loading (an interval ingested by mistake)."""
+    from etl.lock import LoadLock
+    from etl.runs import has_started
+    from etl.tables import ensure_tables, read
+
+    ensure_tables(spark, cfg)
+    with LoadLock(cfg.meta_path, f"discard of {interval.run_key}", cfg.lock_stale_seconds):
+        if has_started(spark, cfg, interval.run_key):
+            raise RunAlreadyLoaded(f"run {interval.run_key} has started loading; its ingest cannot be discarded")
+        dropped = {}
+        for table in ("ingested_updates", "rejected_updates", "landed_files"):
+            rows = read(spark, cfg, table).where(f"run_key = '{interval.run_key}'").count()
+            if rows:
+                spark.sql(f"DELETE FROM delta.`{cfg.table_path(table)}` WHERE run_key = '{interval.run_key}'")
+            dropped[table] = rows
+    for stage in ("ingest", "load", "validate"):
+        (cfg.runs_path / interval.run_key / f"{stage}.json").unlink(missing_ok=True)
+    return {"run_key": interval.run_key, "rows_dropped": dropped}
 
 
 def load(spark, cfg: EtlConfig, interval: Interval, strategy: str | None = None, progress=None) -> dict:
@@ -125,6 +205,8 @@ def report(cfg: EtlConfig, interval: Interval) -> dict:
         "outcomes": outcomes,
         "outcomes_total": sum(outcomes.values()),
         "rejected_by_reason": ingest_s.get("rejected_by_reason", {}),
+        "blank_lines": ingest_s.get("blank_lines", 0),
+        "skipped": ingest_s.get("skipped", []),
         "keys_allocated": load_s.get("keys_allocated", 0),
         "batches_committed": load_s.get("batches_committed", 0),
         "batches_already_done": load_s.get("batches_already_done", 0),
@@ -145,6 +227,13 @@ def format_report(rep: dict) -> str:
     lines.append(f"  sum of outcomes     {rep['outcomes_total']}")
     if rep["rejected_by_reason"]:
         lines.append("  rejected by reason  " + ", ".join(f"{k}={v}" for k, v in rep["rejected_by_reason"].items()))
+    if rep.get("blank_lines"):
+        lines.append(f"  blank lines         {rep['blank_lines']} (not updates)")
+    if rep.get("skipped"):
+        lines.append(f"  skipped entries     {len(rep['skipped'])} in the landing zone, not landing files (not read):")
+        lines.extend(f"    {s['name']}: {s['reason']}" for s in rep["skipped"][:10])
+        if len(rep["skipped"]) > 10:
+            lines.append(f"    ... and {len(rep['skipped']) - 10} more (ingest summary)")
     lines.append(f"  keys allocated      {rep['keys_allocated']}")
     lines.append(
         f"  micro-batches       {rep['batches_committed']} committed, {rep['batches_already_done']} already done"

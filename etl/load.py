@@ -23,10 +23,13 @@ from datetime import datetime, timezone
 
 from etl.config import JOIN_STRATEGIES, ConfigError, EtlConfig
 from etl.faults import crash_point
-from etl.ingest import Interval
+from etl.interval import Interval
+from etl.runs import OverlappingRunError, check_no_overlap, check_owner, run_owner
 from etl.segments import load_layout, segment_column
 from etl.strategies import JoinStats, get_strategy
 from etl.tables import append_once, conform, ensure_tables, read
+
+__all__ = ["FLUSH_STEP", "Loader", "LoadResult", "BatchResult", "OverlappingRunError", "load_batches"]
 
 log = logging.getLogger(__name__)
 OUTCOME_COUNTS = ("matched", "new", "duplicate", "stale")
@@ -105,25 +108,32 @@ class LoadResult:
         }
 
 
-class OverlappingRunError(RuntimeError):
-    """The interval overlaps a different, already loaded interval: its updates would be loaded twice."""
-
-
 class Loader:
+    """Drives runs through one join strategy. Everything that depends on the warehouse's layout
+    (settling a rebalance cut short, the layout, the strategy) is read under the load lock, so a
+    maintenance step holding the lock never has its staged layout changed under it."""
+
     def __init__(self, spark, cfg: EtlConfig, strategy_name: str | None = None) -> None:
         self.spark = spark
         self.cfg = cfg
-        ensure_tables(spark, cfg)
         name = strategy_name or cfg.join_strategy
         if name not in JOIN_STRATEGIES:
             raise ConfigError(f"setting 'join_strategy' = {name!r}: unknown; valid values are {', '.join(JOIN_STRATEGIES)}")
+        self.strategy_name = name
+        self.strategy = None
+        self.layout = None
+        self.segment_of = None
+        self._lock = None
+        self._state: tuple[int, int] | None = None  # the ledger's state, kept while this loader holds the lock
+
+    def _prepare(self) -> None:
+        """Under the lock: settle a rebalance cut short, then the layout and the strategy."""
         from etl.maintenance import settle_pending_layout
 
-        settle_pending_layout(spark, cfg)  # a rebalance interrupted between its commit and its layout
-        self.layout = load_layout(cfg, "hash" if name == "partitioned-hash" else "range")
+        settle_pending_layout(self.spark, self.cfg)
+        self.layout = load_layout(self.cfg, "hash" if self.strategy_name == "partitioned-hash" else "range")
         self.segment_of = segment_column(self.layout)
-        self.strategy = get_strategy(name, spark, cfg, self.layout)
-        self._state: tuple[int, int] | None = None  # the ledger's state, kept while this loader holds the lock
+        self.strategy = get_strategy(self.strategy_name, self.spark, self.cfg, self.layout)
 
     # ------------------------------------------------------------------ state of the ledger
 
@@ -145,15 +155,6 @@ class Loader:
         rows = self._ledger().where(f"run_key = '{run_key}'").select("batch_index").collect()
         return {r[0] for r in rows}
 
-    def check_no_overlap(self, interval: Interval) -> None:
-        keys = [r[0] for r in self._ledger().select("run_key").distinct().collect()]
-        for other in keys:
-            if other != interval.run_key and Interval.from_run_key(other).overlaps(interval):
-                raise OverlappingRunError(
-                    f"interval {interval.run_key} overlaps the loaded interval {other}; "
-                    "runs must not share landing minutes (rerun that exact interval instead)"
-                )
-
     # ------------------------------------------------------------------ the protocol
 
     def recover(self) -> list[BatchResult]:
@@ -172,7 +173,8 @@ class Loader:
         results = []
         for row in pending:
             log.warning("recovering batch %s (run %s, batch %s) from outcome_log", row.batch_seq, row.run_key, row.batch_index)
-            result = self._apply(row.run_key, row.batch_index, row.batch_seq, time.time(), None, JoinStats())
+            owner = run_owner(self.spark, self.cfg, row.run_key, self.layout.kind) or self.strategy.name
+            result = self._apply(row.run_key, row.batch_index, row.batch_seq, time.time(), None, JoinStats(), owner)
             result.recovered = True
             results.append(result)
         return results
@@ -182,21 +184,28 @@ class Loader:
         Fails at once with ``WarehouseLocked`` while another load holds the warehouse."""
         from etl.lock import LoadLock
 
-        with LoadLock(self.cfg.meta_path, f"load of {interval.run_key}"):
+        ensure_tables(self.spark, self.cfg)
+        with LoadLock(self.cfg.meta_path, f"load of {interval.run_key}", self.cfg.lock_stale_seconds) as lock:
+            self._lock = lock
             self._state = None  # others may have loaded since this loader last held the lock
-            return self._load(interval, progress)
+            try:
+                self._prepare()
+                return self._load(interval, progress)
+            finally:
+                self._lock = None
 
     def _load(self, interval: Interval, progress=None) -> LoadResult:
+        owner = check_owner(self.spark, self.cfg, interval.run_key, self.strategy.name, self.layout.kind)
         result = LoadResult(interval.run_key, self.strategy.name)
         result.recovered_batches = len(self.recover())
-        self.check_no_overlap(interval)
+        check_no_overlap(self.spark, self.cfg, interval)
         ingested = read(self.spark, self.cfg, "ingested_updates").where(f"run_key = '{interval.run_key}'")
         ingested, indexes = self._plan(ingested, progress)
         done = self._done_batches(interval.run_key)
         result.skipped_batches = len([i for i in indexes if i in done])
         todo = [i for i in indexes if i not in done]
         if FLUSH_STEP in done:
-            self.strategy.settle(interval.run_key)
+            self._settling_strategy(owner).settle(interval.run_key)
             return result
         ledger_rows = [r.asDict() for r in self._ledger().where(f"run_key = '{interval.run_key}'").collect()]
         self.strategy.begin(interval.run_key, ingested, sorted(done), ledger_rows)
@@ -211,6 +220,16 @@ class Loader:
             result.batches.append(self._commit(interval.run_key, FLUSH_STEP, joined, time.time()))
         self.strategy.end()
         return result
+
+    def _settling_strategy(self, owner: str | None):
+        """The strategy that closes a finished run: its owner's (a crash right after the flush
+        commit may have left the owner's run snapshot behind)."""
+        if owner is None or owner == self.strategy.name:
+            return self.strategy
+        try:
+            return get_strategy(owner, self.spark, self.cfg, self.layout)
+        except ConfigError:  # the warehouse has been laid out for another strategy since
+            return self.strategy
 
     def _plan(self, ingested, progress=None):
         """The run's load batches. The partitioned strategies switch granularity by backlog
@@ -234,6 +253,8 @@ class Loader:
 
         from etl.transforms import resolve
 
+        if self._lock is not None:
+            self._lock.verify()  # fencing: never commit after the lock was taken from us
         last_seq, next_key = self._ledger_state()
         batch_seq = last_seq + 1
         if joined is None:  # the strategy released nothing at this step: record the step only
@@ -248,7 +269,8 @@ class Loader:
         return self._apply(run_key, batch_index, batch_seq, started, next_key, self.strategy.stats())
 
     def _apply(
-        self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int | None, stats: JoinStats
+        self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int | None, stats: JoinStats,
+        strategy_name: str | None = None,
     ) -> BatchResult:
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
@@ -327,7 +349,7 @@ class Loader:
             delay_p99 = committed - agg["p01_arrival_us"] / 1e6 if agg["p01_arrival_us"] is not None else None
             result = self._finish(
                 run_key, batch_index, batch_seq, started, committed, next_key, stats, int(agg["n"]), counts,
-                delay_avg, delay_p99,
+                delay_avg, delay_p99, strategy_name=strategy_name,
             )
         finally:
             outcomes.unpersist()
@@ -340,15 +362,17 @@ class Loader:
 
     def _finish(
         self, run_key, batch_index, batch_seq, started, committed, next_key, stats: JoinStats, n, counts,
-        delay_avg, delay_p99,
+        delay_avg, delay_p99, strategy_name: str | None = None,
     ) -> BatchResult:
-        """Append the step's join_metrics row, then its batch_ledger row (the step is done)."""
+        """Append the step's join_metrics row, then its batch_ledger row (the step is done). A
+        recovered batch keeps the strategy of the run it belongs to."""
+        strategy_name = strategy_name or self.strategy.name
         committed_at = datetime.fromtimestamp(committed, tz=timezone.utc)
         metrics = {
             "run_key": run_key,
             "batch_seq": batch_seq,
             "batch_index": batch_index,
-            "strategy": self.strategy.name,
+            "strategy": strategy_name,
             "updates_in": n,
             **counts,
             "keys_allocated": counts["new"],
@@ -372,7 +396,7 @@ class Loader:
             "run_key": run_key,
             "batch_index": batch_index,
             "batch_seq": batch_seq,
-            "strategy": self.strategy.name,
+            "strategy": strategy_name,
             "updates_in": n,
             "keys_allocated": counts["new"],
             "next_surrogate_key": next_key + counts["new"],

@@ -215,7 +215,7 @@ def maintain(spark, cfg: EtlConfig, steps=STEPS, progress=None) -> dict:
     check_steps(steps)
     ensure_tables(spark, cfg)
     results = []
-    with LoadLock(cfg.meta_path, f"maintenance ({', '.join(steps)})"):
+    with LoadLock(cfg.meta_path, f"maintenance ({', '.join(steps)})", cfg.lock_stale_seconds):
         for step in (s for s in ON_DEMAND + STEPS if s in steps):
             if progress:
                 progress(f"maintenance: {step} ...")

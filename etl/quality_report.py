@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from etl.config import EtlConfig
-from etl.ingest import Interval
+from etl.interval import Interval
 from etl.panes import COUNTS, Pane, pane_seconds, window_metrics, windows
 
 log = logging.getLogger(__name__)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from importlib import metadata
 
 from etl.config import EtlConfig
@@ -84,6 +85,9 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
     else:
         check_java()
         builder = builder.master(master or cfg.spark_master)
+        # Ingestion runs Python on the executors (etl.records): the interpreter that has this
+        # package (PySpark hands PYSPARK_PYTHON to the executors; spark-submit sets it itself).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()

@@ -16,22 +16,37 @@ def ensure_tables(spark, cfg: EtlConfig) -> list[str]:
     decision (docs/operations.md)."""
     from delta.tables import DeltaTable
 
-    created = []
+    import fcntl
+
     if not cfg.warehouse_on_object_store:
         cfg.warehouse_path.mkdir(parents=True, exist_ok=True)
-    for table in TABLES.values():
-        path = cfg.table_path(table.name)
-        if DeltaTable.isDeltaTable(spark, path):
-            _add_missing_columns(spark, path, table.schema)
-            continue
-        builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(table.schema)
-        if table.partition_by:
-            builder = builder.partitionedBy(*table.partition_by)
-        if table.merge_target and cfg.deletion_vectors:
-            builder = builder.property(DELETION_VECTORS, "true")
-        builder.execute()
-        created.append(table.name)
-    return created
+    cfg.meta_path.mkdir(parents=True, exist_ok=True)
+    # Two first runs at once (two intervals ingested together, or `etl init` beside a run) would
+    # both create the same tables; the loser's commit fails half-way. Creation is serialised by
+    # an advisory lock, released by the kernel when its process dies (no stale lock possible).
+    with open(cfg.meta_path / "tables.lock", "a") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        try:
+            return [t.name for t in TABLES.values() if _create(spark, cfg, t)]
+        finally:
+            fcntl.flock(guard, fcntl.LOCK_UN)
+
+
+def _create(spark, cfg: EtlConfig, table) -> bool:
+    """Create one table unless it exists; ``True`` if this call created it."""
+    from delta.tables import DeltaTable
+
+    path = cfg.table_path(table.name)
+    if DeltaTable.isDeltaTable(spark, path):
+        _add_missing_columns(spark, path, table.schema)
+        return False
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(table.schema)
+    if table.partition_by:
+        builder = builder.partitionedBy(*table.partition_by)
+    if table.merge_target and cfg.deletion_vectors:
+        builder = builder.property(DELETION_VECTORS, "true")
+    builder.execute()
+    return True
 
 
 def _add_missing_columns(spark, path: str, schema) -> None:

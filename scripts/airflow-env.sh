@@ -19,4 +19,4 @@ export ETL_LANDING_ROOT=${ETL_LANDING_ROOT:-$ROOT/var/landing}
 export ETL_GX_ROOT=${ETL_GX_ROOT:-$ROOT/var/gx}
 export ETL_RUNS_ROOT=${ETL_RUNS_ROOT:-$ROOT/var/runs}
 export ETL_REPORTS_ROOT=${ETL_REPORTS_ROOT:-$ROOT/var/reports}
-mkdir -p "$AIRFLOW_HOME"
+(umask 077; mkdir -p "$AIRFLOW_HOME")  # the metadata DB, logs and the admin password: private

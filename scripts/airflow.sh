@@ -19,6 +19,19 @@ running() { [ -f "$pid_file" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; }
 case "${1:-}" in
   start)
     if running; then echo "Airflow is already running (pid $(cat "$pid_file")): $url"; exit 0; fi
+    # The admin password is made here, private, before Airflow starts: Airflow then neither
+    # generates one nor prints it to standalone.log.
+    umask 077
+    passwords=${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE:-$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated}
+    if [ ! -s "$passwords" ]; then
+      python - "$passwords" <<'PY'
+import json, os, secrets, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+with os.fdopen(fd, "w") as f:
+    json.dump({"admin": secrets.token_urlsafe(18)}, f)
+PY
+    fi
+    chmod 600 "$passwords"
     airflow db migrate >"$AIRFLOW_HOME/migrate.log" 2>&1 || { tail -20 "$AIRFLOW_HOME/migrate.log" >&2; exit 1; }
     setsid airflow standalone >"$log" 2>&1 < /dev/null &
     echo $! > "$pid_file"
@@ -29,10 +42,9 @@ case "${1:-}" in
       sleep 1
     done
     curl -fsS "$url/api/v2/monitor/health" >/dev/null || { echo "Airflow did not become healthy in 180 s; see $log" >&2; exit 1; }
-    passwords=${AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE:-$AIRFLOW_HOME/simple_auth_manager_passwords.json.generated}
-    for _ in $(seq 1 30); do [ -s "$passwords" ] && break; sleep 1; done
     echo "Airflow is up: $url"
-    echo "log in as admin, password: $(python -c 'import json,sys; print(json.load(open(sys.argv[1])).get("admin","(see "+sys.argv[1]+")"))' "$passwords" 2>/dev/null || echo "see $passwords")"
+    echo "log in as admin; the password is in $passwords (readable by you only):"
+    echo "  python -c 'import json,sys; print(json.load(open(sys.argv[1]))[\"admin\"])' $passwords"
     echo "stop it with: make airflow-stop"
     ;;
   stop)

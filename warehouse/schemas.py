@@ -144,6 +144,21 @@ REJECTED_UPDATES = StructType(
     ]
 )
 
+# What ingest read of each landing file of a run: loaded files are immutable, and a rerun or the
+# gate compares the landing zone with this record (docs/ingest.md, "Late lines").
+LANDED_FILES = StructType(
+    [
+        _s("run_key", StringType(), False),
+        _s("file_name", StringType(), False),  # relative to the landing root
+        _s("source_id", StringType(), False),
+        _s("arrival_minute", TimestampType(), False),
+        _s("bytes", LongType(), False),
+        _s("sha256", StringType(), False),
+        _s("lines", LongType(), False),  # non-blank lines: updates in
+        _s("blank_lines", LongType(), False),
+    ]
+)
+
 JOIN_METRICS = StructType(
     [
         _s("run_key", StringType(), False),
@@ -207,6 +222,7 @@ TABLES: dict[str, Table] = {
         Table("applied_changes", APPLIED_CHANGES),
         Table("duplicates_quarantine", DUPLICATES_QUARANTINE),
         Table("rejected_updates", REJECTED_UPDATES, ("run_key",)),
+        Table("landed_files", LANDED_FILES, ("run_key",)),
         Table("join_metrics", JOIN_METRICS),
         Table("batch_ledger", BATCH_LEDGER),
         Table("wait_buffer", WAIT_BUFFER, ("segment_id",)),
@@ -222,4 +238,5 @@ DETERMINISTIC_TABLES = (
     "applied_changes",
     "duplicates_quarantine",
     "rejected_updates",
+    "landed_files",
 )

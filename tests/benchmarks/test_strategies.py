@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from etl.ingest import Interval
+from etl.interval import Interval
 
 ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("bench_strategies", ROOT / "benchmarks" / "strategies.py")

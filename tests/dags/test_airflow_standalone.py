@@ -11,6 +11,7 @@ and finally stop every process that was started. The cron scheduler is off
 
 import json
 import os
+import stat
 import socket
 import subprocess
 import time
@@ -21,7 +22,7 @@ import pytest
 
 from etl.config import EtlConfig
 from etl.generator import StreamSpec, generate_stream
-from etl.ingest import Interval
+from etl.interval import Interval
 from tests.dags.conftest import ROOT
 from warehouse.schemas import DETERMINISTIC_TABLES
 
@@ -148,6 +149,7 @@ def airflow(tmp_path_factory):
         started = subprocess.run([af.script, "start"], env=af.env, capture_output=True, text=True, timeout=300)
         assert started.returncode == 0, started.stdout + started.stderr
         assert af.base in started.stdout and "password" in started.stdout
+        af.start_output = started.stdout + started.stderr
         af.pgid = int(af.pid_file.read_text())
         password = json.loads((tmp / "airflow" / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
         af.token = call(f"{af.base}/auth/token", method="POST", body={"username": "admin", "password": password})["access_token"]
@@ -168,6 +170,15 @@ def snapshot(spark, cfg):
     from etl.tables import read
 
     return {name: sorted(read(spark, cfg, name).collect()) for name in DETERMINISTIC_TABLES}
+
+
+def test_the_admin_password_is_private_and_not_in_the_log(airflow):
+    passwords = airflow.tmp / "airflow" / "simple_auth_manager_passwords.json.generated"
+    assert stat.S_IMODE(passwords.stat().st_mode) == 0o600
+    password = json.loads(passwords.read_text())["admin"]
+    assert len(password) >= 16
+    assert password not in (airflow.tmp / "airflow" / "standalone.log").read_text()
+    assert password not in airflow.start_output
 
 
 def test_a_run_triggered_through_the_rest_api_succeeds_and_returns_its_summary(airflow):

@@ -52,11 +52,28 @@ def test_spark_tasks_of_every_dag_submit_the_etl_entry_point(dag_bag):
         assert task.application_args[: len(args)] == args
 
 
-def test_strategy_settings_are_a_run_parameter(dag_bag):
+def test_strategy_settings_are_a_run_parameter_limited_to_the_strategies_own(dag_bag):
+    import copy
+
     dag = dag_bag.dags["etl_load"]
-    assert dag.params.get_param("strategy_settings").value == {}
+    param = dag.params.get_param("strategy_settings")
+    assert param.value == {}
     args = dag.get_task("join_and_load").application_args
-    assert args[args.index("--settings-json") + 1] == "{{ params.strategy_settings | tojson }}"
+    assert args[args.index("--strategy-settings") + 1] == "{{ params.strategy_settings | tojson }}"
+    assert "--settings-json" not in args
+
+    def accepted(value) -> bool:
+        try:
+            copy.deepcopy(param).resolve(value)  # what Airflow does with a triggered run's conf
+        except Exception:
+            return False
+        return True
+
+    assert accepted({"n_invoke": 500, "k": 4, "r_wb": 0.5})
+    for hostile in ({"warehouse_root": "/tmp/elsewhere"}, {"landing_root": "/"}, {"gx_root": "/x"},
+                    {"meta_root": "/x"}, {"sources": "evil"}, {"max_rejected_fraction": 1},
+                    {"n_invoke": "a lot"}, {"n_invoke": -1}):
+        assert not accepted(hostile), hostile
 
 
 def test_spark_tasks_use_the_connection_and_delta(dag_bag):

@@ -5,6 +5,7 @@ runs too where the client has the compose plugin."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -116,10 +117,45 @@ def test_paths_line_up_across_services_image_and_settings(compose):
     assert "AIRFLOW__CORE__DAGS_FOLDER=/opt/etl/dags" in text
 
 
+SECRETS = ("ETL_JWT_SECRET", "ETL_FERNET_KEY", "ETL_POSTGRES_PASSWORD", "ETL_ADMIN_PASSWORD")
+
+
+def test_no_secret_has_a_working_default():
+    """Compose refuses to start without each secret (``${VAR:?message}``), and no service carries a
+    literal password; the message says where to read how to make one."""
+    text = (DOCKER / "compose.yaml").read_text()
+    uses = re.findall(r"\$\{(\w+)(:?[-?+]?)([^}]*)\}", text)
+    required = {name for name, op, _ in uses if op == ":?"}
+    assert required == set(SECRETS)
+    for name, op, message in uses:
+        if name in SECRETS:
+            assert op == ":?" and "docs/deployment.md" in message, name
+    assert "change-me" not in text and "airflow:airflow@" not in text
+    services = yaml.safe_load(text)["services"]
+    assert "airflow" not in services["postgres"]["environment"]["POSTGRES_PASSWORD"]
+    assert services["airflow-apiserver"]["environment"]["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"].startswith("/opt/etl/var/")
+    init = services["airflow-init"]["command"][-1]
+    assert "umask 077" in init and "chmod 600" in init and "AIRFLOW_ADMIN_PASSWORD" in init
+    doc = (ROOT / "docs" / "deployment.md").read_text()
+    for name in SECRETS:
+        assert name in doc, f"docs/deployment.md says how to make {name}"
+
+
+def test_published_ports_listen_on_loopback_unless_told_otherwise(compose):
+    published = {s: svc.get("ports", []) for s, svc in compose["services"].items() if svc.get("ports")}
+    assert set(published) == {"airflow-apiserver", "spark-master"}
+    for ports in published.values():
+        for port in ports:
+            assert port.startswith("${ETL_BIND:-127.0.0.1}:"), port
+
+
 def test_docker_compose_config_where_the_client_supports_it():
     docker = shutil.which("docker")
     if not docker or subprocess.run([docker, "compose", "version"], capture_output=True).returncode != 0:
         pytest.skip("no `docker compose` plugin on this machine (the YAML is checked by the tests above)")
-    done = subprocess.run([docker, "compose", "-f", str(DOCKER / "compose.yaml"), "config", "--quiet"],
-                          capture_output=True, text=True)
+    cmd = [docker, "compose", "-f", str(DOCKER / "compose.yaml"), "config", "--quiet"]
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    refused = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert refused.returncode != 0 and "docs/deployment.md" in refused.stderr
+    done = subprocess.run(cmd, capture_output=True, text=True, env=dict(env, **{k: "x" * 32 for k in SECRETS}))
     assert done.returncode == 0, done.stderr

@@ -44,3 +44,43 @@ def test_settings_json_sets_strategy_settings_and_is_checked(capsys):
 def test_maintain_rejects_an_unknown_step_before_spark(capsys):
     assert main(["maintain", "--steps", "defrag"]) == EXIT_CONFIG
     assert "defrag" in capsys.readouterr().err
+
+
+def test_strategy_settings_accept_only_the_strategys_own(capsys):
+    from etl.cli import build_parser, config_from_args
+
+    span = ["--start", "2026-11-22T01:00", "--end", "2026-11-22T02:00"]
+    args = build_parser().parse_args(["load", *span, "--join-strategy", "partitioned-range", "--strategy-settings", '{"n_invoke": 500}'])
+    assert config_from_args(args).n_invoke == 500
+    for strategy, bad, named in (
+        ("native", '{"warehouse_root": "/tmp/elsewhere"}', "warehouse_root is not a setting of native"),
+        ("partitioned-range", '{"landing_root": "/"}', "landing_root is not a setting of partitioned-range"),
+        ("partitioned-range", '{"sources": "x", "max_rejected_fraction": 1}', "max_rejected_fraction, sources are not"),
+        ("partitioned-range", '{"k": 4}', "k is not a setting of partitioned-range"),
+        ("meshjoin", '{"k": -4}', "'k'"),
+        ("meshjoin", '{"gx_root": "/x"}', "gx_root is not a setting of meshjoin"),
+    ):
+        assert main(["load", *span, "--join-strategy", strategy, "--strategy-settings", bad]) == EXIT_CONFIG
+        assert named in capsys.readouterr().err
+
+
+def test_exit_codes_of_errors_met_while_running():
+    """What `etl` answers when a job meets them (the run's own tests reach them for real)."""
+    import errno
+
+    from py4j.protocol import Py4JJavaError  # noqa: F401  (the shape of a JVM error below)
+
+    from etl.cli import EXIT_LOCKED, exit_code_of
+    from etl.jobs import RunAlreadyLoaded
+    from etl.landing import LandingError
+    from etl.lock import WarehouseLocked
+    from etl.runs import LandingChanged, OverlappingRunError, RunOwnedByAnotherStrategy
+
+    for exc in (OverlappingRunError("x"), LandingChanged("x"), RunOwnedByAnotherStrategy("x"), LandingError("x"),
+                RunAlreadyLoaded("x"), PermissionError(13, "Permission denied", "/w")):
+        assert exit_code_of(exc)[0] == EXIT_CONFIG, exc
+    assert exit_code_of(WarehouseLocked("x"))[0] == EXIT_LOCKED
+    assert exit_code_of(OSError(errno.ENOSPC, "No space left on device"))[0] == EXIT_LOCKED
+    wrapped = RuntimeError("An error occurred while calling o123.save.\n: java.io.IOException: No space left on device")
+    assert exit_code_of(wrapped)[0] == EXIT_LOCKED
+    assert exit_code_of(KeyError("a bug"))[0] is None  # a bug keeps its trace (exit 1)

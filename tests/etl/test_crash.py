@@ -25,7 +25,7 @@ import pytest
 from etl import faults, jobs
 from etl.config import EtlConfig
 from etl.generator import StreamSpec, generate_stream
-from etl.ingest import Interval
+from etl.interval import Interval
 from etl.tables import read
 from tests.dags.conftest import ROOT
 from warehouse.schemas import DETERMINISTIC_TABLES
@@ -216,3 +216,49 @@ def test_killed_at_every_commit_point_in_turn_equals_the_uninterrupted_run(
             assert kill(point) == -signal.SIGKILL, f"not killed at {point} on a fresh warehouse"
     jobs.load(spark, cfg, RUN, strategy=strategy)  # the last retry, in a fresh driver
     check(spark, cfg, strategy, want, "at the end of the chain")
+
+
+RANDOM_KILL_STRATEGIES = ("partitioned-range", "meshjoin", "native")
+RANDOM_KILLS = int(os.environ.get("ETL_RANDOM_KILLS", "6"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", RANDOM_KILL_STRATEGIES)
+def test_killed_at_random_moments_and_restarted_equals_the_uninterrupted_run(
+    spark, landing, references, tmp_path, strategy
+):
+    """Not only at named commit points: `etl run` (ingest, load, validate) is SIGKILLed with its
+    JVM at seeded random moments, ``ETL_RANDOM_KILLS`` times, each restart resuming what the
+    previous kill left; then it runs to the end and must equal an uninterrupted run."""
+    import random
+    import time
+
+    rng = random.Random(f"random-kill-{strategy}")
+    cfg = config(tmp_path, landing)
+    settings = {k: getattr(cfg, k) for k in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", *SETTINGS)}
+    cmd = [sys.executable, "-m", "etl.cli", "run", "--join-strategy", strategy, "--start", RUN.start.isoformat(),
+           "--end", RUN.end.isoformat(), "--settings-json", json.dumps(settings)]
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
+    log = tmp_path / "run.log"
+    kills = finished = 0
+    while kills < RANDOM_KILLS:
+        delay = rng.uniform(3.0, 60.0)
+        with open(log, "w") as out:
+            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            try:
+                code = proc.wait(timeout=delay)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                kills += 1
+                TALLY.append({"strategy": strategy, "point": f"random@{delay:.1f}s", "killed": True, "rows": 0, "rows_differing": 0})
+                continue
+        assert code == 0, log.read_text()[-3000:]
+        finished += 1  # it finished before the kill: start over from an empty warehouse
+        check(spark, cfg, strategy, references(strategy), f"after random kills (run finished in < {delay:.1f} s)")
+        for part in ("warehouse", "runs", "gx"):
+            shutil.rmtree(tmp_path / part, ignore_errors=True)
+        time.sleep(0.1)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    check(spark, cfg, strategy, references(strategy), f"after {kills} random kills")

@@ -5,8 +5,8 @@ import pytest
 from chispa import assert_df_equality
 
 from etl import jobs
-from etl.generator import landing_file
-from etl.ingest import Interval, LandingError, list_landed_files
+from etl.interval import Interval
+from etl.landing import LandingError, landing_file, scan_landing
 from etl.tables import read
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
@@ -76,9 +76,9 @@ def test_interval_owns_the_files_of_its_minutes_only(spark, cfg):
     land(cfg, [good("3")], minute=T0 + timedelta(minutes=1))
     land(cfg, [good("4")], minute=T0 + timedelta(minutes=2))
     (cfg.landing_path / "source_id=crm" / "arrival_date=2026-11-22" / "arrival_hour=01" / "notes.txt").write_text("x")
-    files = list_landed_files(cfg.landing_path, INTERVAL)
-    assert [f.name for f in files.files] == ["updates-20261122T0100.jsonl", "updates-20261122T0101.jsonl"]
-    assert [f.name for f in files.ignored] == ["notes.txt"]
+    files = scan_landing(cfg.landing_path, INTERVAL.start, INTERVAL.end)
+    assert [f.name.rsplit("/", 1)[1] for f in files.files] == ["updates-20261122T0100.jsonl", "updates-20261122T0101.jsonl"]
+    assert [s.name.rsplit("/", 1)[1] for s in files.skipped] == ["notes.txt"]
 
 
 def test_rerunning_ingest_replaces_instead_of_appending(spark, cfg):
@@ -123,3 +123,84 @@ def test_empty_files_extra_columns_and_a_file_delivered_twice(spark, cfg):
     outcomes = sorted((r.natural_key, r.outcome, r.reason or "") for r in read(spark, cfg, "outcome_log").collect())
     assert outcomes == [("1", "duplicate", "redelivered"), ("1", "new", ""), ("2", "duplicate", "redelivered"), ("2", "new", "")]
     assert read(spark, cfg, "key_map").count() == 2
+
+
+def test_hostile_lines_are_rejected_not_merged_or_dropped(spark, cfg):
+    """Two objects on one line used to load the first and drop the second; two natural keys that
+    differ only in invalid UTF-8 bytes used to become one key. A BOM on the first line is fine."""
+    path = landing_file(cfg.landing_path, "crm", T0)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    k_ff = good("KEY", seq=1).replace('"KEY"', '"k\\u00ffx"').encode().replace(b"k\\u00ffx", b"k\xffx")
+    k_fe = good("KEY", seq=1).replace('"KEY"', '"k\\u00fex"').encode().replace(b"k\\u00fex", b"k\xfex")
+    path.write_bytes(b"\n".join([
+        b"\xef\xbb\xbf" + good("bom", seq=1).encode(),
+        (good("a", seq=1) + good("b", seq=1)).encode(),
+        k_ff, k_fe,
+        good("n", seq=1, attributes={"balance": 12.345}).encode(),
+        good("\u00a0\u200b", seq=1).encode(),
+        good("t", seq=1, event_ts="0000-12-31T23:59:59Z").encode(),
+        good("y", seq=1, event_ts="10000-01-01T00:00:00Z").encode(),
+        good("obj", seq=1).replace('"obj"', '{"id": 1}').encode(),
+        good("s", seq=1, attributes="Oslo").encode(),
+    ]) + b"\r\n")
+    summary = jobs.ingest(spark, cfg, INTERVAL)
+    assert summary["rejected_by_reason"] == {
+        "trailing_content": 1, "bad_encoding": 2, "bad_attribute_value": 1, "missing_natural_key": 1,
+        "bad_event_ts": 2, "bad_natural_key": 1, "bad_attributes": 1,
+    }
+    assert summary["valid"] == 1 and summary["lines"] == 10
+    jobs.load(spark, cfg, INTERVAL)
+    assert [r.natural_key for r in read(spark, cfg, "key_map").collect()] == ["bom"]
+    shown = {r.line_number: r.raw_line for r in read(spark, cfg, "rejected_updates").collect()}
+    assert "k\\xffx" in shown[3] and "k\\xfex" in shown[4]  # the bytes as they were, visible
+    assert jobs.validate(spark, cfg, INTERVAL)["success"]
+    # Every Python reader can read every table (years outside 1-9999 broke them).
+    for name in ("ingested_updates", "rejected_updates", "outcome_log", "customer_current"):
+        read(spark, cfg, name).toPandas()
+
+
+def test_a_hostile_landing_tree_loads_each_line_once(spark, cfg, tmp_path):
+    """Copies with near-miss names are not ingested (they doubled every line); directories, FIFOs
+    and dangling links with landing names are skipped and reported, not a crash; a source_id with
+    a space, quote or % loads (its lines were all rejected as source_mismatch)."""
+    import os
+
+    for source in ("crm", "north east", "o'hara", "100%"):
+        land(cfg, [good("1", seq=1, source_id=source), good("2", seq=1, source_id=source)], source=source)
+    hour = landing_file(cfg.landing_path, "crm", T0).parent
+    original = (hour / "updates-20261122T0100.jsonl").read_text()
+    for name in ("backup-updates-20261122T0100.jsonl", "copy of updates-20261122T0100.jsonl"):
+        (hour / name).write_text(original)
+    (hour / "updates-20261122T0101.jsonl").mkdir()
+    os.mkfifo(hour / "updates-20261122T0102.jsonl")  # in the interval's hour, not its minutes: not opened
+    fifo_in = landing_file(cfg.landing_path, "web", T0 + timedelta(minutes=1))
+    fifo_in.parent.mkdir(parents=True)
+    os.mkfifo(fifo_in)
+    dangling = landing_file(cfg.landing_path, "erp", T0)
+    dangling.parent.mkdir(parents=True)
+    dangling.symlink_to(tmp_path / "gone")
+    summary = jobs.ingest(spark, cfg, INTERVAL)
+    assert (summary["files"], summary["lines"], summary["valid"]) == (4, 8, 8)
+    assert {s["reason"].split(",")[0] for s in summary["skipped"]} == {
+        "not a landing file name (updates-YYYYMMDDTHHMM.jsonl)", "a directory", "a FIFO", "a dangling symbolic link",
+    }
+    jobs.load(spark, cfg, INTERVAL)
+    keys = sorted((r.source_id, r.natural_key) for r in read(spark, cfg, "key_map").collect())
+    assert keys == sorted((s, k) for s in ("crm", "north east", "o'hara", "100%") for k in ("1", "2"))
+    assert jobs.validate(spark, cfg, INTERVAL)["success"]
+    assert "skipped entries" in jobs.format_report(jobs.report(cfg, INTERVAL))
+
+
+def test_update_ids_do_not_depend_on_where_the_landing_zone_is_mounted(spark, cfg, tmp_path):
+    """The same files under a root with a space and a % in its path (Spark's file paths are
+    URL-encoded, so the root used to stay in every update_id there)."""
+    import shutil
+
+    land(cfg, [good("1", seq=1), good("2", seq=2)])
+    mounted = tmp_path / "mount point 100%" / "landing"
+    shutil.copytree(cfg.landing_path, mounted)
+    elsewhere = cfg.replace(warehouse_root=str(tmp_path / "w2"), landing_root=str(mounted), runs_root=str(tmp_path / "r2"))
+    for c in (cfg, elsewhere):
+        jobs.ingest(spark, c, INTERVAL)
+    ids = [sorted(r[0] for r in read(spark, c, "ingested_updates").select("update_id").collect()) for c in (cfg, elsewhere)]
+    assert ids[0] == ids[1] and ids[0][0].startswith("source_id=crm/arrival_date=2026-11-22/")

@@ -7,7 +7,7 @@ from chispa import assert_df_equality
 
 from etl import jobs
 from etl.generator import StreamSpec, generate_stream
-from etl.ingest import Interval
+from etl.interval import Interval
 from etl.load import Loader, OverlappingRunError
 from etl.oracle import decide
 from etl.tables import read
@@ -145,7 +145,8 @@ def test_an_interval_overlapping_a_loaded_one_is_refused(spark, cfg):
     land(cfg, [good("1")], minute=T0)
     ingest_and_load(spark, cfg, Interval(T0, T0 + timedelta(minutes=2)))
     overlapping = Interval(T0 + timedelta(minutes=1), T0 + timedelta(minutes=3))
-    jobs.ingest(spark, cfg, overlapping)
+    with pytest.raises(OverlappingRunError, match="overlaps"):
+        jobs.ingest(spark, cfg, overlapping)  # before it writes (tests/etl/test_runs.py)
     with pytest.raises(OverlappingRunError, match="overlaps"):
         Loader(spark, cfg).load(overlapping)
 

@@ -7,7 +7,7 @@ import pytest
 
 from etl import jobs
 from etl.generator import StreamSpec, generate_stream
-from etl.ingest import Interval
+from etl.interval import Interval
 from etl.lock import LoadLock, WarehouseLocked
 from etl.maintenance import maintain, settle_pending_layout
 from etl.segments import LAYOUT_FILE, SlotArray, load_layout, segment_column
@@ -90,7 +90,7 @@ def test_relayout_switches_key_map_between_range_and_hash_and_loads_stay_exact(s
 
     cfg = skewed.replace(join_strategy="partitioned-hash")
     with pytest.raises(ConfigError, match="relayout --join-strategy partitioned-hash"):
-        Loader(spark, cfg)  # a range-laid warehouse is refused, with the fix in the message
+        Loader(spark, cfg).load(SECOND)  # a range-laid warehouse is refused, with the fix in the message
     before = {(r.source_id, r.natural_key): r.asDict() for r in read(spark, cfg, "key_map").collect()}
 
     result = maintain(spark, cfg, ["relayout"])["steps"][0]
@@ -115,3 +115,28 @@ def test_relayout_switches_key_map_between_range_and_hash_and_loads_stay_exact(s
     assert (back["from"], back["to"]) == ("hash", "range") and "rebalance" in back
     assert isinstance(load_layout(cfg), SlotArray)
     assert read(spark, cfg, "key_map").count() == read(spark, cfg, "key_map").select("source_id", "natural_key").distinct().count()
+
+
+def test_a_load_started_during_maintenance_leaves_its_staged_layout_alone(spark, skewed):
+    """Maintenance holds the lock and has staged the layout it is rewriting key_map for; a load
+    started meanwhile used to settle that staged layout before asking for the lock (deleting it,
+    so the table would follow a layout no file described and keys would be remapped)."""
+    from etl.load import Loader
+    from etl.maintenance import PENDING
+    from etl.segments import write_layout
+
+    cfg = skewed
+    current = load_layout(cfg)
+    staged = SlotArray(current.key_domain, tuple(reversed(current.slots)), current.slot_length)
+    jobs.ingest(spark, cfg, SECOND)
+    with LoadLock(cfg.meta_path, "maintenance (rebalance)"):
+        path = write_layout(cfg, staged, PENDING)  # the table does not follow it yet
+        with pytest.raises(WarehouseLocked, match="maintenance"):
+            Loader(spark, cfg).load(SECOND)
+        with pytest.raises(WarehouseLocked, match="maintenance"):
+            jobs.load(spark, cfg, SECOND)
+        assert path.read_text() == staged.to_json()  # untouched while maintenance holds the lock
+        path.unlink()  # maintenance, here, gives up its rewrite
+    jobs.load(spark, cfg, SECOND)
+    assert load_layout(cfg) == current
+    assert_equals_oracle(spark, cfg)

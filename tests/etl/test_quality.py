@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from etl import jobs
-from etl.ingest import Interval
+from etl.interval import Interval
 from etl.quality import data_docs_index
 from etl.tables import read
 from tests.etl.test_ingest import good, land
@@ -57,3 +57,25 @@ def test_gate_fails_when_an_outcome_is_lost(spark, loaded):
     summary = jobs.validate(spark, loaded, RUN, raise_on_failure=False)
     assert not summary["success"]
     assert failed_checks(summary) == {("run_conservation", "expect_column_pair_values_to_be_equal")}
+
+
+def test_gx_files_cut_short_by_a_kill_are_rebuilt_from_code(spark, loaded):
+    """A kill during GX's plain file writes leaves its project files truncated; the next
+    validation rebuilds the project from expectations/ instead of failing until repaired."""
+    jobs.validate(spark, loaded, RUN)
+    project = loaded.gx_path / "gx"
+    yml = project / "great_expectations.yml"
+    yml.write_text(yml.read_text()[: len(yml.read_text()) // 2])
+    for store in ("checkpoints", "expectations", "validation_definitions"):
+        for f in (project / store).glob("*.json"):
+            f.write_text(f.read_text()[:20])
+    summary = jobs.validate(spark, loaded, RUN)
+    assert summary["success"] and data_docs_index(loaded).is_file()
+    assert list(loaded.gx_path.glob("gx.broken-*/great_expectations.yml"))  # kept for a post-mortem
+
+    results = sorted((project / "uncommitted" / "validations").rglob("*.json"))
+    assert results
+    results[0].write_text('{"cut')  # a stored result cut short: the history goes too
+    assert jobs.validate(spark, loaded, RUN)["success"]
+    yml.write_text("")
+    assert jobs.validate(spark, loaded, RUN)["success"]

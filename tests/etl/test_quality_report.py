@@ -5,7 +5,7 @@ from datetime import timedelta
 
 from etl import jobs
 from etl.generator import StreamSpec, generate_stream
-from etl.ingest import Interval
+from etl.interval import Interval
 from etl.panes import windows
 from etl.quality_report import build_report
 from etl.tables import read

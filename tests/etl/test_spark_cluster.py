@@ -21,7 +21,7 @@ from etl import jobs
 from etl.airflow_support import APPLICATION, submit_conf
 from etl.config import load_config
 from etl.generator import StreamSpec, generate_stream
-from etl.ingest import Interval
+from etl.interval import Interval
 from tests.conftest import T0
 from warehouse.schemas import DETERMINISTIC_TABLES
 

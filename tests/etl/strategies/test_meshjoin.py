@@ -12,7 +12,7 @@ import pytest
 from etl import jobs
 from etl.config import EtlConfig
 from etl.generator import StreamSpec, generate_stream
-from etl.ingest import Interval
+from etl.interval import Interval
 from etl.load import Loader
 from etl.segments import load_layout
 from etl.tables import read

@@ -7,7 +7,7 @@ import pytest
 
 from etl import jobs
 from etl.generator import StreamSpec, generate_stream
-from etl.ingest import Interval
+from etl.interval import Interval
 from etl.load import Loader
 from etl.oracle import decide
 from etl.tables import read

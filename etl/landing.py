@@ -1,0 +1,263 @@
+"""The landing zone's layout, read strictly (pure Python: no Spark here).
+
+    <landing_root>/source_id=<source>/arrival_date=<YYYY-MM-DD>/arrival_hour=<HH>/updates-<YYYYMMDDTHHMM>.jsonl
+
+A run owns the landing files whose minute lies in its interval. Only a regular file (or a link to
+one) whose name is exactly ``updates-<minute>.jsonl`` in the folders of that minute is data.
+Everything else met on the way (other names such as ``copy of updates-...``, a misplaced file, a
+directory or FIFO or dangling link with a landing name, an entry outside ``source_id=``
+folders) is *skipped* and reported in the run's summary, never read. Data that cannot be read
+(an unreadable folder or file) stops the run before anything is written: skipping it would lose
+its lines.
+
+A file's identity in the warehouse (``update_id``, ``file_name``) is its path relative to the
+landing root, so it does not depend on where the zone is mounted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+LANDING_NAME = re.compile(r"updates-(\d{8}T\d{4})\.jsonl")  # the whole name (fullmatch)
+MINUTE_FORMAT = "%Y%m%dT%H%M"
+SOURCE_PREFIX = "source_id="
+
+
+class LandingError(RuntimeError):
+    """The landing zone cannot be read; nothing was written."""
+
+
+@dataclass(frozen=True)
+class LandedFile:
+    path: str  # absolute, as this host sees it (read by the executors too: a shared POSIX path)
+    name: str  # relative to the landing root: the file's identity
+    source_id: str
+    minute: datetime
+
+
+@dataclass(frozen=True)
+class Skipped:
+    name: str  # relative to the landing root
+    reason: str
+
+
+@dataclass
+class LandingScan:
+    files: list[LandedFile] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+
+
+def landing_file(landing_root: Path, source_id: str, minute: datetime) -> Path:
+    """Where the landing agent puts one source's arrivals of one minute."""
+    m = minute.astimezone(timezone.utc)
+    return (
+        Path(landing_root)
+        / f"{SOURCE_PREFIX}{source_id}"
+        / f"arrival_date={m:%Y-%m-%d}"
+        / f"arrival_hour={m:%H}"
+        / f"updates-{m:{MINUTE_FORMAT}}.jsonl"
+    )
+
+
+def _listdir(path: Path, root: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(path))
+    except PermissionError as exc:
+        raise LandingError(f"landing folder {path} is not readable ({exc.strerror}); fix its permissions and rerun") from None
+    except NotADirectoryError:
+        return []
+    except OSError as exc:
+        raise LandingError(f"landing folder {path} cannot be listed: {exc}") from None
+
+
+def _utf8_name(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+        return True
+    except UnicodeEncodeError:  # os.listdir gives undecodable bytes as lone surrogates
+        return False
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def minutes(start: datetime, end: datetime) -> list[datetime]:
+    out, m = [], start
+    while m < end:
+        out.append(m)
+        m += timedelta(minutes=1)
+    return out
+
+
+def scan_landing(landing_root: Path, start: datetime, end: datetime) -> LandingScan:
+    """The landing files of ``[start, end)`` (whole UTC minutes), sorted by name, and what was skipped."""
+    root = Path(landing_root)
+    if not root.exists():
+        raise LandingError(f"landing zone {root} does not exist (setting 'landing_root')")
+    if not root.is_dir():
+        raise LandingError(f"landing zone {root} is not a directory (setting 'landing_root')")
+    wanted = minutes(start, end)
+    wanted_set = set(wanted)
+    hours = sorted({m.replace(minute=0) for m in wanted})
+    days = sorted({h.strftime("%Y-%m-%d") for h in hours})
+    out = LandingScan()
+
+    def skip(path: Path, reason: str) -> None:
+        out.skipped.append(Skipped(os.path.relpath(path, root), reason))
+
+    for entry in _listdir(root, root):
+        path = root / entry
+        if not entry.startswith(SOURCE_PREFIX) or not path.is_dir():
+            skip(path, "outside any source_id=<source> folder")
+            continue
+        source_id = entry[len(SOURCE_PREFIX):]
+        if not source_id or not _utf8_name(entry):
+            skip(path, "the folder's source_id is empty or not valid UTF-8")
+            continue
+        for date_entry in _listdir(path, root):
+            date_dir = path / date_entry
+            if not re.fullmatch(r"arrival_date=\d{4}-\d{2}-\d{2}", date_entry) or not date_dir.is_dir():
+                skip(date_dir, "not an arrival_date=YYYY-MM-DD folder")
+                continue
+            day = date_entry.split("=", 1)[1]
+            if day not in days:
+                continue
+            for hour_entry in _listdir(date_dir, root):
+                hour_dir = date_dir / hour_entry
+                if not re.fullmatch(r"arrival_hour=\d{2}", hour_entry) or not hour_dir.is_dir():
+                    skip(hour_dir, "not an arrival_hour=HH folder")
+                    continue
+                try:
+                    hour = datetime.strptime(f"{day} {hour_entry[-2:]}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc)
+                except ValueError:
+                    skip(hour_dir, "not a valid date and hour")
+                    continue
+                if hour not in hours:
+                    continue
+                _scan_hour(hour_dir, hour, source_id, wanted_set, root, out, skip)
+    out.files.sort(key=lambda f: f.name)
+    return out
+
+
+def _scan_hour(hour_dir: Path, hour: datetime, source_id: str, wanted: set, root: Path, out: LandingScan, skip) -> None:
+    for name in _listdir(hour_dir, root):
+        path = hour_dir / name
+        match = LANDING_NAME.fullmatch(name)
+        if match is None:
+            skip(path, "not a landing file name (updates-YYYYMMDDTHHMM.jsonl)")
+            continue
+        try:
+            minute = datetime.strptime(match.group(1), MINUTE_FORMAT).replace(tzinfo=timezone.utc)
+        except ValueError:
+            skip(path, "not a valid minute in the file name")
+            continue
+        if minute.replace(minute=0) != hour:
+            skip(path, f"misplaced: a file of {minute:%Y-%m-%d %H:%M} belongs under "
+                       f"arrival_date={minute:%Y-%m-%d}/arrival_hour={minute:%H}")
+            continue
+        if minute not in wanted:
+            continue  # another run's minute
+        try:
+            st = os.stat(path)  # follows a link
+        except FileNotFoundError:
+            skip(path, "a dangling symbolic link")
+            continue
+        except OSError as exc:
+            raise LandingError(f"landing file {path} cannot be read: {exc}") from None
+        if not stat.S_ISREG(st.st_mode):
+            skip(path, f"{_kind(st.st_mode)}, not a file")
+            continue
+        if not os.access(path, os.R_OK):
+            raise LandingError(f"landing file {path} is not readable; fix its permissions and rerun")
+        out.files.append(LandedFile(str(path), os.path.relpath(path, root), source_id, minute))
+
+
+# ---------------------------------------------------------------------- fingerprints
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What ingest saw of one file: the warehouse's record that landed files are immutable."""
+
+    name: str
+    bytes: int
+    sha256: str
+    lines: int  # non-blank lines (updates in)
+    blank_lines: int
+
+
+def fingerprint(name: str, content: bytes, lines: int, blank_lines: int) -> Fingerprint:
+    return Fingerprint(name, len(content), hashlib.sha256(content).hexdigest(), lines, blank_lines)
+
+
+@dataclass(frozen=True)
+class Change:
+    name: str
+    kind: str  # "added", "removed", "changed", "appended"
+    recorded_bytes: int | None
+    current_bytes: int | None
+
+
+def compare(recorded: dict[str, Fingerprint], current: dict[str, tuple[int, str, str | None]]) -> list[Change]:
+    """Files of a loaded run that differ from what ingest recorded. ``current`` maps a name to its
+    (bytes, sha256 of the whole file, sha256 of its first ``recorded bytes`` or ``None``)."""
+    changes = []
+    for name in sorted(set(recorded) | set(current)):
+        rec, cur = recorded.get(name), current.get(name)
+        if rec is None:
+            changes.append(Change(name, "added", None, cur[0]))
+        elif cur is None:
+            changes.append(Change(name, "removed", rec.bytes, None))
+        elif (cur[0], cur[1]) != (rec.bytes, rec.sha256):
+            appended = cur[0] > rec.bytes and cur[2] == rec.sha256
+            changes.append(Change(name, "appended" if appended else "changed", rec.bytes, cur[0]))
+    return changes
+
+
+def file_digest(path: str, prefix_bytes: int | None = None) -> tuple[int, str, str | None]:
+    """(bytes, sha256, sha256 of the first ``prefix_bytes``) of a file, read once."""
+    whole, prefix = hashlib.sha256(), hashlib.sha256() if prefix_bytes is not None else None
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            if prefix is not None and size < prefix_bytes:
+                prefix.update(chunk[: prefix_bytes - size])
+            whole.update(chunk)
+            size += len(chunk)
+    return size, whole.hexdigest(), (prefix.hexdigest() if prefix is not None and size >= prefix_bytes else None)
+
+
+def move_tail(source: Path, keep_bytes: int, target: Path) -> str:
+    """Move the bytes of ``source`` past its first ``keep_bytes`` into a new landing file ``target``
+    (the whole file when ``keep_bytes`` is 0, which then removes ``source``). Idempotent: a rerun
+    after a crash between the two steps finds ``target`` holding exactly the tail and finishes.
+    Returns what it did."""
+    content = Path(source).read_bytes()
+    tail = content[keep_bytes:]
+    if target.exists():
+        if target.read_bytes() != tail:
+            raise LandingError(f"{target} exists with other content; choose another minute for --move-to")
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.moving")
+        tmp.write_bytes(tail)
+        os.replace(tmp, target)
+    if keep_bytes:
+        os.truncate(source, keep_bytes)
+        return f"moved {len(tail)} bytes to {target}"
+    os.unlink(source)
+    return f"moved the whole file to {target}"

@@ -1,0 +1,289 @@
+"""One landed line -> one typed update or one reject reason (pure Python: no Spark here).
+
+Ingestion runs this on the executors, file by file, over the raw bytes (``etl.ingest``); tests
+run it in microseconds. The rules, in one place (docs/ingest.md repeats them for users):
+
+- A line is the bytes between two ``\\n``; a trailing ``\\r`` is dropped (CRLF files); a UTF-8
+  byte-order mark at the start of a file is dropped. A line of only spaces, tabs and ``\\r`` is
+  blank: not an update, counted apart.
+- A line must be valid UTF-8 (no replacement: two different byte strings never become one key)
+  and hold exactly one JSON object (RFC 8259: no ``NaN``, no trailing content, no field twice).
+- Every field is type-checked; nothing is rounded, trimmed or Unicode-normalised. Keys and text
+  are kept exactly as delivered, so ``"Ab"``, ``" Ab"`` and ``"A\\u0062"``-as-NFD stay three keys.
+  The one conversion: a ``natural_key`` given as a JSON integer is taken as its decimal digits
+  (``42`` and ``"42"`` are one key).
+- A key (``source_id``, ``natural_key``) made only of whitespace or invisible characters (any
+  Unicode space, tab, newline, NBSP, zero-width space/joiners, BOM, other format and control
+  characters) is missing; a key containing a control character is bad.
+- Each line gets the first reason of ``REJECT_REASONS`` that applies.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from decimal import Decimal, InvalidOperation
+from typing import Any, Iterator
+
+REJECT_REASONS = (
+    "oversized_record",  # longer than max_record_bytes
+    "bad_encoding",  # not valid UTF-8, or a JSON escape of a lone surrogate
+    "malformed_json",
+    "trailing_content",  # more than one JSON value on the line
+    "not_an_object",
+    "duplicate_field",  # a field name twice in one object (which one would count?)
+    "missing_source_id",
+    "bad_source_id",  # not a string, or a control character in it
+    "source_mismatch",  # differs from the landing path's source_id=
+    "unknown_source",  # not in the setting ``sources`` (when it is set)
+    "missing_natural_key",
+    "bad_natural_key",  # not a string or an integer, or a control character in it
+    "oversized_natural_key",
+    "bad_op",
+    "bad_source_seq",
+    "bad_event_ts",
+    "bad_arrival_ts",
+    "bad_attributes",  # ``attributes`` is not an object
+    "bad_attribute_type",  # an attribute of the wrong JSON type (or a non-numeric balance)
+    "bad_attribute_value",  # right type, value not storable: a balance past decimal(18,2), a NUL
+)
+MAX_NATURAL_KEY_CHARS = 256
+BOM = b"\xef\xbb\xbf"
+TEXT_ATTRIBUTES = ("name", "email", "city")
+BALANCE_SCALE = Decimal("0.01")
+BALANCE_LIMIT = Decimal(10) ** 16  # decimal(18,2): 16 digits before the point
+MAX_SOURCE_SEQ = 2**63 - 1
+_DIGITS = re.compile(r"[0-9]{1,19}")
+_DECIMAL_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?")
+# C0 controls but tab, newline and carriage return, and DEL: not storable as text everywhere
+# (PostgreSQL refuses NUL), and the row hash separates fields with U+0000/U+0001.
+_BAD_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+class Reject(Exception):
+    """The line's reason; raised by the checks below and caught once per line."""
+
+    def __init__(self, reason: str) -> None:
+        assert reason in REJECT_REASONS, reason
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Update:
+    """A valid line's typed content (the ``ingested_updates`` columns the line determines)."""
+
+    source_id: str
+    natural_key: str
+    op: str
+    name: str | None
+    email: str | None
+    city: str | None
+    balance: Decimal | None
+    source_seq: int
+    event_ts: datetime
+    arrival_ts: datetime | None  # None: the line's file minute
+
+
+def split_lines(content: bytes) -> Iterator[tuple[int, bytes | None]]:
+    """``(line_number, line)`` for every physical line of a file; ``None`` for a blank line.
+
+    A file ending in ``\\n`` has no extra empty line after it; one that does not end in ``\\n``
+    still counts its last line (a writer cut short leaves a partial line, rejected as such)."""
+    if content.startswith(BOM):
+        content = content[len(BOM):]
+    if not content:
+        return
+    parts = content.split(b"\n")
+    if parts[-1] == b"":
+        parts.pop()
+    for number, line in enumerate(parts, 1):
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        yield number, (None if not line.strip(b" \t\r") else line)
+
+
+def is_blank(text: str) -> bool:
+    """Only whitespace or invisible characters (Unicode Z*, Cc, Cf; ``str.isspace``)."""
+    return all(ch.isspace() or unicodedata.category(ch) in ("Zs", "Zl", "Zp", "Cc", "Cf") for ch in text)
+
+
+def _has_control(text: str) -> bool:
+    return any(unicodedata.category(ch) == "Cc" for ch in text)
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+_WS = " \t\r\n"
+
+
+def parse_object(line: bytes, max_record_bytes: int) -> dict:
+    """The line's one JSON object, or ``Reject``."""
+    if len(line) > max_record_bytes:
+        raise Reject("oversized_record")
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Reject("bad_encoding") from None
+    duplicates = []
+
+    def pairs(items: list) -> dict:
+        out = dict(items)
+        if len(out) != len(items):
+            duplicates.append(True)
+        return out
+
+    decoder = json.JSONDecoder(object_pairs_hook=pairs, parse_float=Decimal, parse_constant=_no_constants)
+    try:
+        value, end = decoder.raw_decode(text, len(text) - len(text.lstrip(_WS)))
+    except (ValueError, RecursionError):  # JSONDecodeError, NaN, past the digit or nesting limit
+        raise Reject("malformed_json") from None
+    if text[end:].strip(_WS):
+        raise Reject("trailing_content")
+    if not isinstance(value, dict):
+        raise Reject("not_an_object")
+    if duplicates:
+        raise Reject("duplicate_field")
+    return value
+
+
+def _utf8(text: str) -> str:
+    """A JSON escape can make a lone surrogate (``"\\ud800"``), which no UTF-8 table can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise Reject("bad_encoding") from None
+    return text
+
+
+def _key_text(value: Any, missing: str, bad: str, integers: bool) -> str:
+    if value is None:
+        raise Reject(missing)
+    if integers and isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise Reject(bad)
+    _utf8(value)
+    if is_blank(value):
+        raise Reject(missing)
+    if _has_control(value):
+        raise Reject(bad)
+    return value
+
+
+def parse_timestamp(value: Any) -> datetime:
+    """ISO 8601 text (as ``datetime.fromisoformat`` reads it; digits past microseconds are cut),
+    UTC when it has no offset, a year 0001-9999 once in UTC. ``ValueError``/``OverflowError``
+    otherwise."""
+    if not isinstance(value, str):
+        raise ValueError("not a string")
+    ts = datetime.fromisoformat(value)
+    if ts.tzinfo is None:
+        return ts.replace(tzinfo=timezone.utc)
+    return ts.astimezone(timezone.utc)  # OverflowError when the offset crosses year 1 or 9999
+
+
+def _timestamp(value: Any, reason: str) -> datetime:
+    try:
+        return parse_timestamp(value)
+    except (ValueError, OverflowError):
+        raise Reject(reason) from None
+
+
+def _source_seq(value: Any) -> int:
+    if isinstance(value, bool):
+        raise Reject("bad_source_seq")
+    if isinstance(value, int):
+        seq = value
+    elif isinstance(value, str) and _DIGITS.fullmatch(value):
+        seq = int(value)
+    else:
+        raise Reject("bad_source_seq")
+    if not 0 <= seq <= MAX_SOURCE_SEQ:
+        raise Reject("bad_source_seq")
+    return seq
+
+
+def _balance(value: Any) -> Decimal | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise Reject("bad_attribute_type")
+    if isinstance(value, int):
+        amount = Decimal(value)
+    elif isinstance(value, Decimal):
+        amount = value
+    elif isinstance(value, str) and _DECIMAL_TEXT.fullmatch(value):
+        amount = Decimal(value)
+    else:
+        raise Reject("bad_attribute_type")
+    try:
+        exact = amount.quantize(BALANCE_SCALE)
+    except InvalidOperation:  # more digits than the decimal context holds
+        raise Reject("bad_attribute_value") from None
+    if exact != amount or abs(exact) >= BALANCE_LIMIT:
+        raise Reject("bad_attribute_value")  # would be rounded, or does not fit decimal(18,2)
+    return exact
+
+
+def _text_attribute(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise Reject("bad_attribute_type")
+    _utf8(value)
+    if _BAD_TEXT.search(value):
+        raise Reject("bad_attribute_value")
+    return value
+
+
+def check_record(rec: dict, path_source_id: str, sources: tuple[str, ...] = ()) -> Update:
+    """The typed update of a parsed object, or ``Reject`` (checks in ``REJECT_REASONS`` order).
+    Fields not named here are ignored, at any level."""
+    source_id = _key_text(rec.get("source_id"), "missing_source_id", "bad_source_id", integers=False)
+    if source_id != path_source_id:
+        raise Reject("source_mismatch")
+    if sources and source_id not in sources:
+        raise Reject("unknown_source")
+    natural_key = _key_text(rec.get("natural_key"), "missing_natural_key", "bad_natural_key", integers=True)
+    if len(natural_key) > MAX_NATURAL_KEY_CHARS:
+        raise Reject("oversized_natural_key")
+    op = rec.get("op")
+    if op not in ("upsert", "delete") or not isinstance(op, str):
+        raise Reject("bad_op")
+    source_seq = _source_seq(rec.get("source_seq"))
+    event_ts = _timestamp(rec.get("event_ts"), "bad_event_ts")
+    arrival = rec.get("arrival_ts")
+    arrival_ts = None if arrival is None else _timestamp(arrival, "bad_arrival_ts")
+    attributes = rec.get("attributes")
+    if attributes is None:
+        attributes = {}
+    if not isinstance(attributes, dict):
+        raise Reject("bad_attributes")
+    texts = {name: _text_attribute(attributes.get(name)) for name in TEXT_ATTRIBUTES}
+    balance = _balance(attributes.get("balance"))
+    return Update(
+        source_id=source_id,
+        natural_key=natural_key,
+        op=op,
+        balance=balance,
+        source_seq=source_seq,
+        event_ts=event_ts,
+        arrival_ts=arrival_ts,
+        **texts,
+    )
+
+
+def check_line(line: bytes, path_source_id: str, max_record_bytes: int, sources: tuple[str, ...] = ()) -> Update:
+    """``parse_object`` then ``check_record``: an ``Update`` or ``Reject``."""
+    return check_record(parse_object(line, max_record_bytes), path_source_id, sources)
+
+
+def printable(line: bytes, limit: int) -> str:
+    """A rejected line as text for the quarantine: bytes that are not UTF-8 shown as ``\\xNN``."""
+    return line[:limit].decode("utf-8", errors="backslashreplace")

@@ -20,7 +20,7 @@ test: setup
 test-fast: setup  ## the tests that need neither Spark nor Airflow
 	$(PY) -m pytest -m "not spark and not airflow and not slow" $(PYTEST_ARGS)
 
-test-slow: setup  ## the slow tier: random SIGKILLs of whole runs (3 strategies) and 12 fuzzed landing trees (about 45 minutes)
+test-slow: setup  ## the slow tier: random SIGKILLs of whole runs (3 strategies), a full disk, 12 fuzzed landing trees (about 45 minutes)
 	ETL_CRASH_REPORT=var/random-kills.json $(PY) -m pytest -m slow $(PYTEST_ARGS)
 	ETL_FUZZ_TREES=12 ETL_FUZZ_REPORT=var/fuzz.json $(PY) -m pytest tests/etl/test_ingest_fuzz.py $(PYTEST_ARGS)
 

@@ -10,6 +10,7 @@ record that makes a loaded file immutable (``landed_files``).
 
 from __future__ import annotations
 
+import hashlib
 from typing import Iterator
 
 from pyspark.sql import DataFrame
@@ -25,8 +26,8 @@ from pyspark.sql.types import (
 
 from etl.config import EtlConfig
 from etl.interval import Interval
-from etl.landing import LandedFile, fingerprint
-from etl.records import Reject, check_line, printable, split_lines
+from etl.landing import LandedFile
+from etl.records import Reject, check_line, printable, read_lines
 from warehouse.schemas import INGESTED_UPDATES, LANDED_FILES, REJECTED_UPDATES
 
 ROWS_PER_ARROW_BATCH = 8192
@@ -69,30 +70,37 @@ FILES = StructType(
 
 
 def check_file(f: dict, max_record_bytes: int, sources: tuple[str, ...]) -> Iterator[dict]:
-    """Every non-blank line of one landing file as a ``CHECKED`` row, then the file's row."""
-    with open(f["path"], "rb") as handle:
-        content = handle.read()
+    """Every non-blank line of one landing file as a ``CHECKED`` row, then the file's row. Streams
+    the file (one line in memory, an oversized one cut to ``max_record_bytes``)."""
+    digest, size = hashlib.sha256(), [0]
+
+    def seen(chunk: bytes) -> None:
+        digest.update(chunk)
+        size[0] += len(chunk)
+
     base = {"path_source_id": f["source_id"], "file_name": f["name"], "arrival_minute": f["minute"]}
     lines = blank = 0
-    for number, line in split_lines(content):
-        if line is None:
-            blank += 1
-            continue
-        lines += 1
-        row = dict(base, kind="line", update_id=f"{f['name']}:{number:09d}", line_number=number)
-        try:
-            u = check_line(line, f["source_id"], max_record_bytes, sources)
-        except Reject as exc:
-            row.update(reject_reason=exc.reason, raw_line=printable(line, max_record_bytes))
-        else:
-            row.update(
-                source_id=u.source_id, natural_key=u.natural_key, op=u.op, name=u.name, email=u.email,
-                city=u.city, balance=u.balance, source_seq=u.source_seq, event_ts=u.event_ts,
-                arrival_ts=u.arrival_ts or f["minute"],
-            )
-        yield row
-    fp = fingerprint(f["name"], content, lines, blank)
-    yield dict(base, kind="file", file_bytes=fp.bytes, file_sha256=fp.sha256, file_lines=fp.lines, file_blank_lines=fp.blank_lines)
+    with open(f["path"], "rb") as handle:
+        for number, line, oversized in read_lines(handle, max_record_bytes, seen):
+            if line is None:
+                blank += 1
+                continue
+            lines += 1
+            row = dict(base, kind="line", update_id=f"{f['name']}:{number:09d}", line_number=number)
+            try:
+                if oversized:
+                    raise Reject("oversized_record")
+                u = check_line(line, f["source_id"], max_record_bytes, sources)
+            except Reject as exc:
+                row.update(reject_reason=exc.reason, raw_line=printable(line, max_record_bytes))
+            else:
+                row.update(
+                    source_id=u.source_id, natural_key=u.natural_key, op=u.op, name=u.name, email=u.email,
+                    city=u.city, balance=u.balance, source_seq=u.source_seq, event_ts=u.event_ts,
+                    arrival_ts=u.arrival_ts or f["minute"],
+                )
+            yield row
+    yield dict(base, kind="file", file_bytes=size[0], file_sha256=digest.hexdigest(), file_lines=lines, file_blank_lines=blank)
 
 
 def _check_partition(max_record_bytes: int, sources: tuple[str, ...]):

@@ -106,6 +106,44 @@ def split_lines(content: bytes) -> Iterator[tuple[int, bytes | None]]:
         yield number, (None if not line.strip(b" \t\r") else line)
 
 
+def read_lines(stream, limit: int, on_bytes=None) -> Iterator[tuple[int, bytes | None, bool]]:
+    """``split_lines`` over a binary stream without holding more than one line of ``limit`` bytes:
+    ``(line_number, line, oversized)``; an oversized line keeps only its first ``limit`` bytes.
+    ``on_bytes`` sees every byte read (for the file's fingerprint)."""
+    number, first = 0, True
+    while True:
+        raw = stream.readline(limit + 2)
+        if not raw:
+            return
+        if on_bytes:
+            on_bytes(raw)
+        oversized = False
+        if not raw.endswith(b"\n") and len(raw) >= limit + 2:  # longer than any valid line: skip its rest
+            oversized = True
+            while True:
+                rest = stream.readline(1 << 20)
+                if not rest:
+                    break
+                if on_bytes:
+                    on_bytes(rest)
+                if rest.endswith(b"\n"):
+                    break
+            line = raw[:limit]
+        else:
+            line = raw[:-1] if raw.endswith(b"\n") else raw
+        if first and line.startswith(BOM):
+            line = line[len(BOM):]
+            if not line and not raw.endswith(b"\n"):
+                return  # a file holding only a byte-order mark
+        first = False
+        number += 1
+        if not oversized and line.endswith(b"\r"):
+            line = line[:-1]
+        if not oversized and len(line) > limit:
+            oversized = True
+        yield number, (None if not oversized and not line.strip(b" \t\r") else line), oversized
+
+
 def is_blank(text: str) -> bool:
     """Only whitespace or invisible characters (Unicode Z*, Cc, Cf; ``str.isspace``)."""
     return all(ch.isspace() or unicodedata.category(ch) in ("Zs", "Zl", "Zp", "Cc", "Cf") for ch in text)

@@ -251,7 +251,9 @@ def test_killed_at_random_moments_and_restarted_equals_the_uninterrupted_run(
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
                 kills += 1
-                TALLY.append({"strategy": strategy, "point": f"random@{delay:.1f}s", "killed": True, "rows": 0, "rows_differing": 0})
+                progress = [ln for ln in log.read_text().splitlines() if ln.startswith("[etl]") or " WARNING etl." in ln]
+                TALLY.append({"strategy": strategy, "point": f"random@{delay:.1f}s", "killed": True, "rows": 0,
+                              "rows_differing": 0, "last_progress": progress[-1][-120:] if progress else "before any"})
                 continue
         assert code == 0, log.read_text()[-3000:]
         finished += 1  # it finished before the kill: start over from an empty warehouse

@@ -150,3 +150,27 @@ def test_lines_of_a_file_bom_crlf_blank_and_a_cut_last_line():
 def test_rejected_lines_are_shown_without_losing_bytes():
     assert printable(b'{"k": "\xff"}', 100) == '{"k": "\\xff"}'
     assert printable(b"abcdef", 3) == "abc"
+
+
+def test_a_stream_is_read_line_by_line_as_the_bytes_are_split():
+    """read_lines (what ingest runs over a file) agrees with split_lines, holds at most one line of
+    the limit, and cuts a line that never ends instead of reading it into memory."""
+    import hashlib
+    import io
+    import random
+
+    from etl.records import read_lines
+
+    rng = random.Random(5)
+    for _ in range(300):
+        parts = [rng.choice([b"", b" ", b"\r", b"\xef\xbb\xbf", b'{"a": 1}', b"x" * rng.randrange(0, 40), b"\xff"])
+                 for _ in range(rng.randrange(0, 8))]
+        content = rng.choice([b"", b"\xef\xbb\xbf"]) + rng.choice([b"\n", b"\r\n"]).join(parts) + rng.choice([b"", b"\n"])
+        digest = hashlib.sha256()
+        got = [(n, line) for n, line, _ in read_lines(io.BytesIO(content), 64, digest.update)]
+        assert got == list(split_lines(content)), content
+        assert digest.hexdigest() == hashlib.sha256(content).hexdigest()
+
+    huge = b'{"k": "' + b"x" * 5_000_000 + b'"}\nnext\n'
+    got = list(read_lines(io.BytesIO(huge), 100))
+    assert [(n, len(line), over) for n, line, over in got] == [(1, 100, True), (2, 4, False)]

@@ -174,6 +174,7 @@ def test_changed_or_removed_files_are_not_moved_but_named(spark, cfg):
     assert [c["kind"] for c in jobs.late_lines(spark, cfg, RUN)["changes"]] == ["removed"]
 
 
+@pytest.mark.slow
 def test_a_full_disk_exits_5_and_the_rerun_after_freeing_space_equals_an_uninterrupted_run(spark, cfg, tmp_path):
     """The warehouse on a 600 KB tmpfs fills up during the load: `etl run` exits 5 with a message
     (no trace); after the filesystem is grown, the rerun finishes and every table equals a run

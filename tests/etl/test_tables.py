@@ -36,3 +36,31 @@ def test_a_retried_append_is_skipped_by_its_transaction_version(spark, cfg):
     append_once(batch(1), cfg, "batch_ledger", txn_version=2, app_id="run-a")
     got = sorted(tuple(r) for r in read(spark, cfg, "batch_ledger").drop("committed_at").collect())
     assert got == [row(0)[:-1], row(1)[:-1]]
+
+
+def test_two_first_runs_creating_the_tables_at_once_both_succeed(spark, tmp_path):
+    """Two first runs at once used to race on creating the tables (the loser failed with exit 1
+    and a Delta trace, or left a half-made table); creation is serialised."""
+    import threading
+
+    from etl.config import EtlConfig
+    from etl.tables import ensure_tables
+    from warehouse.schemas import TABLES
+
+    for attempt in range(3):
+        cfg = EtlConfig(warehouse_root=str(tmp_path / f"w{attempt}"))
+        errors, created = [], []
+
+        def first_run():
+            try:
+                created.append(ensure_tables(spark, cfg))
+            except Exception as exc:  # noqa: BLE001 - any failure is the defect
+                errors.append(exc)
+
+        threads = [threading.Thread(target=first_run) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert sorted(created[0] + created[1]) == sorted(TABLES)  # each table made once, by one of them

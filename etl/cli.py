@@ -187,13 +187,7 @@ def config_from_args(args: argparse.Namespace) -> EtlConfig:
         "landing_root": args.landing_root,
     }
     if args.settings_json.strip():
-        try:
-            given = json.loads(args.settings_json)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--settings-json: not valid JSON ({exc})") from None
-        if not isinstance(given, dict):
-            raise ConfigError("--settings-json: expected a JSON object of setting names to values")
-        overrides.update(given)
+        overrides.update(_json_object(args.settings_json, "--settings-json"))
     for item in args.set:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
@@ -201,14 +195,19 @@ def config_from_args(args: argparse.Namespace) -> EtlConfig:
         overrides[k.strip()] = v.strip()
     cfg = load_config(args.config, overrides=overrides)
     if getattr(args, "strategy_settings", "").strip():
-        try:
-            given = json.loads(args.strategy_settings)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"--strategy-settings: not valid JSON ({exc})") from None
-        if not isinstance(given, dict):
-            raise ConfigError("--strategy-settings: expected a JSON object of setting names to values")
+        given = _json_object(args.strategy_settings, "--strategy-settings")
         cfg = cfg.replace(**strategy_settings(cfg.join_strategy, given))
     return cfg
+
+
+def _json_object(text: str, flag: str) -> dict:
+    try:
+        given = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{flag}: not valid JSON ({exc})") from None
+    if not isinstance(given, dict):
+        raise ConfigError(f"{flag}: expected a JSON object of setting names to values")
+    return given
 
 
 def _print(summary: dict, as_json: bool, text: str | None = None) -> None:

@@ -68,7 +68,14 @@ class Interval:
 
 
 def overlapping(interval: Interval, run_keys) -> list[str]:
-    """The run keys (other than ``interval``'s own) whose intervals share a minute with it."""
-    return sorted(
-        k for k in set(run_keys) if k != interval.run_key and Interval.from_run_key(k).overlaps(interval)
-    )
+    """The run keys (other than ``interval``'s own) whose intervals share a minute with it; a key
+    that is not an interval (written by hand, say) overlaps nothing."""
+    out = []
+    for k in set(run_keys):
+        try:
+            other = Interval.from_run_key(k)
+        except ValueError:
+            continue
+        if k != interval.run_key and other.overlaps(interval):
+            out.append(k)
+    return sorted(out)

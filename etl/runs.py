@@ -54,9 +54,9 @@ def known_runs(spark, cfg: EtlConfig) -> set[str]:
     return {r[0] for r in keys.distinct().collect()} | set(snapshot_runs(cfg))
 
 
-def check_no_overlap(spark, cfg: EtlConfig, interval: Interval) -> None:
+def check_no_overlap(spark, cfg: EtlConfig, interval: Interval, known: set[str] | None = None) -> None:
     """Refuse an interval sharing a minute with another run that is ingested or loaded."""
-    others = overlapping(interval, known_runs(spark, cfg))
+    others = overlapping(interval, known_runs(spark, cfg) if known is None else known)
     if not others:
         return
     other = others[0]

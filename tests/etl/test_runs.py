@@ -51,8 +51,8 @@ def test_a_run_is_pinned_to_the_strategy_that_started_it(spark, cfg):
     """A partitioned-range run cut short after its 2nd batch and resumed with native lost 29 of
     950 updates (its wait buffer was never released). Now native is refused, naming the owner,
     and the owner finishes the run with an outcome for every update."""
-    cfg = cfg.replace(micro_batch_seconds=20, **TINY)
-    generate_stream(StreamSpec(start=T0, duration_s=120, rate=8, seed=3, key_domain=200), cfg.landing_path)
+    cfg = cfg.replace(micro_batch_seconds=30, **TINY)
+    generate_stream(StreamSpec(start=T0, duration_s=120, rate=5, seed=3, key_domain=200), cfg.landing_path)
     jobs.ingest(spark, cfg, RUN)
     loader = Loader(spark, cfg, "partitioned-range")
     die_after(loader, 2)
@@ -78,9 +78,11 @@ def test_a_run_is_pinned_to_the_strategy_that_started_it(spark, cfg):
     assert jobs.load(spark, cfg, RUN, strategy="native")["batches_committed"] == 0
 
 
-def test_an_overlapping_run_is_refused_before_it_writes_anything(spark, cfg):
-    land(cfg, [good("1", seq=1)], minute=T0)
-    land(cfg, [good("2", seq=1)], minute=T0 + timedelta(minutes=2))
+def test_overlapping_runs_are_refused_before_they_write_and_a_mistaken_ingest_can_be_discarded(spark, cfg):
+    """An overlap used to be noticed by the load, after its ingest had written rows that then
+    failed the warehouse-wide suites for good."""
+    for m in (0, 2, 3):
+        land(cfg, [good(str(m), seq=1)], minute=T0 + timedelta(minutes=m))
     jobs.ingest(spark, cfg, RUN)
     jobs.load(spark, cfg, RUN)
     overlapping = Interval(T0 + timedelta(minutes=1), T0 + timedelta(minutes=3))
@@ -89,18 +91,16 @@ def test_an_overlapping_run_is_refused_before_it_writes_anything(spark, cfg):
     assert set(rows_of(spark, cfg, overlapping.run_key).values()) == {0}
     assert run_suites(spark, cfg, "warehouse", None)["success"]  # the warehouse-wide suites still pass
 
-
-def test_an_interval_ingested_but_not_loaded_blocks_overlaps_until_discarded(spark, cfg):
-    land(cfg, [good("1", seq=1)], minute=T0)
-    jobs.ingest(spark, cfg, RUN)
-    wider = Interval(T0, T0 + timedelta(minutes=5))
-    with pytest.raises(OverlappingRunError, match="etl discard --start 2026-11-22T01:00 --end 2026-11-22T01:02"):
+    mistaken = Interval(T0 + timedelta(minutes=2), T0 + timedelta(minutes=3))
+    jobs.ingest(spark, cfg, mistaken)  # ingested, never loaded
+    wider = Interval(T0 + timedelta(minutes=2), T0 + timedelta(minutes=5))
+    with pytest.raises(OverlappingRunError, match="etl discard --start 2026-11-22T01:02 --end 2026-11-22T01:03"):
         jobs.ingest(spark, cfg, wider)
-    dropped = jobs.discard(spark, cfg, RUN)["rows_dropped"]
+    dropped = jobs.discard(spark, cfg, mistaken)["rows_dropped"]
     assert dropped == {"ingested_updates": 1, "rejected_updates": 0, "landed_files": 1}
     jobs.ingest(spark, cfg, wider)
     jobs.load(spark, cfg, wider)
-    assert jobs.validate(spark, cfg, wider)["success"]
+    assert sorted(r[0] for r in read(spark, cfg, "key_map").select("natural_key").collect()) == ["0", "2", "3"]
     assert run_suites(spark, cfg, "warehouse", None)["success"]
     with pytest.raises(jobs.RunAlreadyLoaded):
         jobs.discard(spark, cfg, wider)

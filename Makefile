@@ -28,7 +28,7 @@ simulate: setup  ## the thesis's Figures 6.5-6.13 from the simulator (about 9 mi
 	$(VENV)/bin/etl simulate figures --out docs/results/simulator
 
 benchmark: setup  ## the four strategies in Spark at several rates (small size: about 30 minutes)
-	$(PY) benchmarks/strategies.py --size small --out docs/results/strategies
+	$(PY) -m benchmarks.strategies --size small --out docs/results/strategies
 
 crash-matrix: setup  ## SIGKILL at every commit point of every strategy, in chains (about 35 minutes)
 	ETL_CRASH_MATRIX=chain ETL_CRASH_REPORT=var/crash-matrix.json $(PY) -m pytest -m "not slow" tests/etl/test_crash.py $(PYTEST_ARGS)

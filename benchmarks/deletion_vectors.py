@@ -1,11 +1,11 @@
 """What deletion vectors save on the loader's MERGE into ``customer_current``, side by side in one run.
 
-    .venv/bin/python benchmarks/deletion_vectors.py               # about 20 minutes on 2 cores (--batches 0: about 5)
-    .venv/bin/python benchmarks/deletion_vectors.py --rows 4000000 --changes 5000
+    .venv/bin/python -m benchmarks.deletion_vectors               # about 20 minutes on 2 cores (--batches 0: about 5)
+    .venv/bin/python -m benchmarks.deletion_vectors --rows 4000000 --changes 5000
 
 A ``customer_current`` table (the warehouse's schema, unpartitioned, one row per surrogate key)
 and one batch of changes: updates of existing keys spread over the whole table, as a stream's
-cold tail gives, and new keys. The loader's MERGE (``etl.load``: keyed by ``surrogate_key``,
+cold tail gives, and new keys. The loader's MERGE (``etl.load.loader``: keyed by ``surrogate_key``,
 guarded by ``updated_batch_seq``) runs on fresh copies of the table with and without
 ``delta.enableDeletionVectors``, alternately, ``--repeats`` times each. Without deletion vectors
 Delta rewrites every file holding a changed row (with keys spread out: nearly all of the table);
@@ -28,14 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from etl.config import EtlConfig  # noqa: E402
-from etl.load import CUSTOMER_CURRENT_MERGE_CONDITION  # noqa: E402
-from etl.spark import build_spark_session  # noqa: E402
-from etl.tables import DELETION_VECTORS  # noqa: E402
-from warehouse.schemas import CUSTOMER_CURRENT  # noqa: E402
+from etl.core.config import EtlConfig
+from etl.io.spark import build_spark_session
+from etl.io.tables import DELETION_VECTORS
+from etl.load.loader import CUSTOMER_CURRENT_MERGE_CONDITION
+from warehouse.schemas import CUSTOMER_CURRENT
 
 AUTO_COMPACT = "delta.autoOptimize.autoCompact"  # measured here, not set by the product (docs/benchmark.md)
 
@@ -154,7 +151,7 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     med_written = {k: statistics.median(v) for k, v in written.items()}
     report = {
-        "command": "python benchmarks/deletion_vectors.py " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.deletion_vectors " + " ".join(sys.argv[1:]),
         "rows": args.rows, "files": args.files, "changes": args.changes, "new_keys": new,
         "table_bytes": table_bytes, "seconds": times, "median_seconds": med,
         "bytes_written": written, "median_bytes_written": med_written,

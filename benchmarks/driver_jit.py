@@ -1,8 +1,8 @@
 """What C1-only JIT (``spark_driver_java_options = "-XX:TieredStopAtLevel=1"``) does to a short job
 in a cold JVM, side by side in one run.
 
-    .venv/bin/python benchmarks/driver_jit.py              # about 8 minutes on 2 cores
-    .venv/bin/python benchmarks/driver_jit.py --repeats 5
+    .venv/bin/python -m benchmarks.driver_jit              # about 8 minutes on 2 cores
+    .venv/bin/python -m benchmarks.driver_jit --repeats 5
 
 Loads a small warehouse (10 minutes of stream at 2 updates/s, one micro-batch), then runs the
 ``validate`` step through ``spark-submit`` (a cold driver JVM each time, as an Airflow task is)
@@ -25,7 +25,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 C1 = "-XX:TieredStopAtLevel=1"
 
@@ -37,11 +36,11 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from etl import jobs
-    from etl.airflow_support import APPLICATION, submit_conf
-    from etl.config import load_config
+    from etl.core.config import load_config
+    from etl.core.interval import Interval
+    from etl.entrypoints.airflow_support import APPLICATION, submit_conf
     from etl.generator import StreamSpec, generate_stream
-    from etl.interval import Interval
-    from etl.spark import build_spark_session
+    from etl.io.spark import build_spark_session
 
     work = Path(args.work or tempfile.mkdtemp(prefix="driver-jit-"))
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", ETL_WAREHOUSE_ROOT=str(work / "warehouse"),

@@ -1,7 +1,7 @@
 """Ingest throughput: one run's landed lines through `jobs.ingest` (scan, validate on the
 executors, write ingested/rejected/landed_files), median of N repetitions on one warehouse.
 
-    .venv/bin/python benchmarks/ingest.py --minutes 10 --rate 200 --repeat 3
+    .venv/bin/python -m benchmarks.ingest --minutes 10 --rate 200 --repeat 3
 
 Prints one JSON line: lines, seconds per repetition, median, lines per second. Run it from
 another checkout's root (with that checkout first on PYTHONPATH) to compare two versions on the
@@ -13,23 +13,20 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import tempfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path.cwd()))
-
-from etl import jobs  # noqa: E402
-from etl.config import EtlConfig  # noqa: E402
-from etl.generator import StreamSpec, generate_stream  # noqa: E402
-from etl.spark import build_spark_session  # noqa: E402
+from etl import jobs
+from etl.core.config import EtlConfig
+from etl.generator import StreamSpec, generate_stream
+from etl.io.spark import build_spark_session
 
 try:
-    from etl.interval import Interval  # noqa: E402
+    from etl.core.interval import Interval
 except ImportError:  # an older checkout
-    from etl.ingest import Interval  # noqa: E402
+    from etl.ingest import Interval
 
 
 def main() -> None:

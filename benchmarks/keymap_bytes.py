@@ -1,6 +1,6 @@
 """Bytes of key_map read per 1,000 updates: partitioned-range vs native, side by side, same data.
 
-    .venv/bin/python benchmarks/keymap_bytes.py [--keys 20000] [--rate 40] [--minutes 4] [--out docs/results/keymap_bytes.json]
+    .venv/bin/python -m benchmarks.keymap_bytes [--keys 20000] [--rate 40] [--minutes 4] [--out docs/results/keymap_bytes.json]
 
 1. load ``--keys`` natural keys (one interval of all-new keys) into a warehouse with ``native``;
 2. copy that warehouse, so both strategies start from the same key_map;
@@ -20,11 +20,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from etl import jobs
-from etl.config import EtlConfig
+from etl.core.config import EtlConfig
+from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
-from etl.interval import Interval
-from etl.spark import build_spark_session
-from etl.tables import read
+from etl.io.spark import build_spark_session
+from etl.io.tables import read
 
 
 def main() -> None:
@@ -87,7 +87,7 @@ def main() -> None:
     same = results["native"]["outcomes"] == results["partitioned-range"]["outcomes"]
     key_map_bytes = sum(f.stat().st_size for f in (ranged.warehouse_path / "key_map").rglob("*.parquet"))
     report = {
-        "command": "python benchmarks/keymap_bytes.py " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
+        "command": "python -m benchmarks.keymap_bytes " + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()),
         "key_map_rows": read(spark, base, "key_map").count(),
         "key_map_bytes_on_disk": key_map_bytes,
         "memory_budget": args.memory_budget,

@@ -1,11 +1,11 @@
 """What naming the batch's segments in the key_map MERGE saves, side by side in one run.
 
-    .venv/bin/python benchmarks/merge_pruning.py                 # about 5 minutes on 2 cores
-    .venv/bin/python benchmarks/merge_pruning.py --rows 4000000 --segments 512
+    .venv/bin/python -m benchmarks.merge_pruning                 # about 5 minutes on 2 cores
+    .venv/bin/python -m benchmarks.merge_pruning --rows 4000000 --segments 512
 
 A key_map-shaped Delta table partitioned by ``segment_id``; a batch of changes (half updates of
 existing keys, half new keys) in a few segments; the same MERGE with the loader's condition
-(``etl.load.key_map_merge_condition``) and with the keys alone, alternately on fresh copies of
+(``etl.load.loader.key_map_merge_condition``) and with the keys alone, alternately on fresh copies of
 the table, ``--repeats`` times each. Reports the median seconds of each and their ratio, and
 checks both give the same table."""
 
@@ -20,12 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from etl.config import EtlConfig  # noqa: E402
-from etl.load import key_map_merge_condition  # noqa: E402
-from etl.spark import build_spark_session  # noqa: E402
+from etl.core.config import EtlConfig
+from etl.io.spark import build_spark_session
+from etl.load.loader import key_map_merge_condition
 
 KEYS_ONLY = "t.source_id = s.source_id AND t.natural_key = s.natural_key"
 
@@ -86,7 +83,7 @@ def main() -> None:
         tables["keys only"].exceptAll(tables["segments named"]).count() == 0
     med = {k: statistics.median(v) for k, v in times.items()}
     report = {
-        "command": "python benchmarks/merge_pruning.py " + " ".join(sys.argv[1:]),
+        "command": "python -m benchmarks.merge_pruning " + " ".join(sys.argv[1:]),
         "rows": args.rows, "segments": args.segments, "touched_segments": args.touched, "changes": args.changes,
         "table_bytes": table_bytes, "seconds": times, "median_seconds": med,
         "keys_only_over_segments_named": med["keys only"] / med["segments named"],

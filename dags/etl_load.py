@@ -1,7 +1,7 @@
 """Load DAG: ingest -> join_and_load -> validate -> report, once per data interval.
 
 Only wiring lives here; the tasks run ``etl`` through spark-submit (master from the Airflow
-connection ``etl_spark``) and ``etl.airflow_support``.
+connection ``etl_spark``) and ``etl.entrypoints.airflow_support``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from datetime import datetime, timedelta
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param, task
 
-from etl.airflow_support import APPLICATION, INTERVAL_ARGS, SPARK_CONN_ID, run_report, submit_conf
-from etl.config import JOIN_STRATEGIES, load_config, strategy_settings_schema
+from etl.core.config import load_config, strategy_settings_schema
+from etl.core.registry import NAMES as JOIN_STRATEGIES
+from etl.entrypoints.airflow_support import APPLICATION, INTERVAL_ARGS, SPARK_CONN_ID, run_report, submit_conf
 
 cfg = load_config()
 

@@ -12,8 +12,8 @@ from datetime import datetime, timedelta
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG
 
-from etl.airflow_support import APPLICATION, SPARK_CONN_ID, submit_conf
-from etl.config import load_config
+from etl.core.config import load_config
+from etl.entrypoints.airflow_support import APPLICATION, SPARK_CONN_ID, submit_conf
 
 cfg = load_config()
 

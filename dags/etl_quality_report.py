@@ -1,7 +1,7 @@
 """Data-quality report DAG: every expectation suite over the warehouse, Data Docs, and windowed
 metrics per source (panes, papers/003) with PNG plots, once per report interval.
 
-Only wiring; the work is ``etl quality-report`` (spark-submit) and ``etl.airflow_support``.
+Only wiring; the work is ``etl quality-report`` (spark-submit) and ``etl.entrypoints.airflow_support``.
 """
 
 from __future__ import annotations
@@ -11,8 +11,14 @@ from datetime import datetime, timedelta
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import DAG, CronDataIntervalTimetable, task
 
-from etl.airflow_support import APPLICATION, INTERVAL_ARGS, SPARK_CONN_ID, publish_quality_report, submit_conf
-from etl.config import load_config
+from etl.core.config import load_config
+from etl.entrypoints.airflow_support import (
+    APPLICATION,
+    INTERVAL_ARGS,
+    SPARK_CONN_ID,
+    publish_quality_report,
+    submit_conf,
+)
 
 cfg = load_config()
 

@@ -30,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 
-from etl.landing import landing_file  # noqa: F401  (where the generator writes; re-exported)
+from etl.io.landing import landing_file  # noqa: F401  (where the generator writes; re-exported)
 
 CITIES = (
     "Amsterdam", "Berlin", "Bogota", "Cairo", "Delhi", "Dublin", "Jakarta", "Lagos", "Lima", "Lisbon",

@@ -1,9 +1,9 @@
 """Extract: a run's landed files -> validated updates, a rejected quarantine with a reason per
-line, and a fingerprint per file (Spark mechanism; the rules are ``etl.records`` and
-``etl.landing``, pure Python).
+line, and a fingerprint per file (Spark mechanism; the rules are ``etl.core.records`` and
+``etl.io.landing``, pure Python).
 
 The driver only lists the landing zone; the executors read each file's bytes with plain Python
-(no URI encoding, globbing or lossy text decoding on the way) and run ``etl.records`` on every
+(no URI encoding, globbing or lossy text decoding on the way) and run ``etl.core.records`` on every
 line. One pass per file yields its lines and its fingerprint (bytes, SHA-256, line counts): the
 record that makes a loaded file immutable (``landed_files``).
 """
@@ -24,10 +24,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from etl.config import EtlConfig
-from etl.interval import Interval
-from etl.landing import LandedFile
-from etl.records import Reject, check_line, printable, read_lines
+from etl.core.config import EtlConfig
+from etl.core.interval import Interval
+from etl.core.records import Reject, check_line, printable, read_lines
+from etl.io.landing import LandedFile
 from warehouse.schemas import INGESTED_UPDATES, LANDED_FILES, REJECTED_UPDATES
 
 ROWS_PER_ARROW_BATCH = 8192

@@ -12,10 +12,26 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
-from etl.config import ConfigError, EtlConfig
-from etl.faults import crash_point
-from etl.interval import Interval
-from etl.runs import LandingChanged
+from pyspark.sql import functions as F
+
+from etl.core.config import ConfigError, EtlConfig
+from etl.core.faults import crash_point
+from etl.core.interval import Interval
+from etl.ingest import check_landed_files, to_ingested, to_landed_files, to_rejected
+from etl.io.landing import landing_file, move_tail, scan_landing
+from etl.io.lock import LoadLock
+from etl.io.runs import (
+    LandingChanged,
+    check_no_overlap,
+    describe_changes,
+    has_started,
+    known_runs,
+    landing_changes,
+    recorded_files,
+)
+from etl.io.tables import ensure_tables, read, replace_partition
+from etl.load.loader import Loader
+from etl.quality.gate import run_load_gate
 
 log = logging.getLogger(__name__)
 
@@ -56,15 +72,6 @@ def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
     fingerprints in ``landed_files`` (replaced, not appended). Refused before any write when the
     landing zone cannot be read, when the interval overlaps another run, and when the run has
     started loading and its landing files changed since (docs/ingest.md)."""
-    from pyspark.sql import functions as F
-
-    from etl.ingest import check_landed_files, to_ingested, to_landed_files, to_rejected
-    from etl.landing import scan_landing
-    from etl.runs import (
-        LandingChanged, check_no_overlap, describe_changes, has_started, known_runs, landing_changes,
-    )
-    from etl.tables import ensure_tables, replace_partition
-
     scan = scan_landing(cfg.landing_path, interval.start, interval.end)
     ensure_tables(spark, cfg)
     known = known_runs(spark, cfg)
@@ -118,10 +125,6 @@ def late_lines(spark, cfg: EtlConfig, interval: Interval, move_to=None) -> dict:
     """Landing files of a loaded run that changed since its ingest; with ``move_to`` (a minute no
     run has ingested), appended and added lines are moved into that minute's landing files, so
     the run's files match what was loaded again and the later run loads the late lines."""
-    from etl.landing import landing_file, move_tail, scan_landing
-    from etl.runs import check_no_overlap, has_started, landing_changes, recorded_files
-    from etl.tables import ensure_tables
-
     ensure_tables(spark, cfg)
     if not has_started(spark, cfg, interval.run_key):
         return {"run_key": interval.run_key, "changes": [], "note": "the run has not loaded: rerun `etl ingest` to read its files again"}
@@ -154,10 +157,6 @@ def late_lines(spark, cfg: EtlConfig, interval: Interval, move_to=None) -> dict:
 
 def discard(spark, cfg: EtlConfig, interval: Interval) -> dict:
     """Drop the ingest of a run that has not started loading (an interval ingested by mistake)."""
-    from etl.lock import LoadLock
-    from etl.runs import has_started
-    from etl.tables import ensure_tables, read
-
     ensure_tables(spark, cfg)
     with LoadLock(cfg.meta_path, f"discard of {interval.run_key}", cfg.lock_stale_seconds):
         if has_started(spark, cfg, interval.run_key):
@@ -174,8 +173,6 @@ def discard(spark, cfg: EtlConfig, interval: Interval) -> dict:
 
 
 def load(spark, cfg: EtlConfig, interval: Interval, strategy: str | None = None, progress=None) -> dict:
-    from etl.load import Loader
-
     result = Loader(spark, cfg, strategy).load(interval, progress=progress)
     ingest_summary = read_summary(cfg, interval, "ingest") or {}
     summary = result.summary()
@@ -185,8 +182,6 @@ def load(spark, cfg: EtlConfig, interval: Interval, strategy: str | None = None,
 
 
 def validate(spark, cfg: EtlConfig, interval: Interval, raise_on_failure: bool = True) -> dict:
-    from etl.quality import run_load_gate
-
     summary = run_load_gate(spark, cfg, interval)
     write_summary(cfg, interval, "validate", summary)
     if raise_on_failure and not summary["success"]:

@@ -13,23 +13,20 @@ is keyed by the old segments.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
-from etl.config import EtlConfig
-from etl.segments import (
-    LAYOUT_FILE,
-    SlotArray,
-    layout_from_json,
-    load_layout,
-    needs_refinement,
-    plan_rebalance,
-    segment_column,
-    write_layout,
-)
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F
+
+from etl.core import registry
+from etl.core.config import ConfigError, EtlConfig
+from etl.core.layout import HashLayout, SlotArray, needs_refinement, plan_rebalance
+from etl.io.layout_store import PENDING, load_layout, settle_pending_layout, write_layout
+from etl.io.lock import LoadLock
+from etl.io.tables import ensure_tables, read
+from etl.transforms.layout import segment_column, slot_column
 from warehouse.schemas import TABLES
 
 log = logging.getLogger(__name__)
-PENDING = ".next"
 STEPS = ("rebalance", "optimize", "vacuum")
 ON_DEMAND = ("relayout",)  # run only when asked for: it rewrites all of key_map
 
@@ -38,51 +35,18 @@ class MaintenanceBlocked(RuntimeError):
     """Maintenance cannot run now (an unfinished run depends on the current layout)."""
 
 
-def _mismatches(spark, cfg: EtlConfig, layout) -> int:
-    from pyspark.sql import functions as F
-
-    from etl.tables import read
-
-    seg = segment_column(layout)
-    return read(spark, cfg, "key_map").where(seg(F.col("source_id"), F.col("natural_key")) != F.col("segment_id")).count()
-
-
-def settle_pending_layout(spark, cfg: EtlConfig) -> str | None:
-    """After a crash mid-rebalance: keep the layout the table follows, drop the other."""
-    pending = cfg.meta_path / (LAYOUT_FILE + PENDING)
-    if not pending.exists():
-        return None
-    layout = layout_from_json(pending.read_text())
-    if _mismatches(spark, cfg, layout) == 0:
-        pending.replace(cfg.meta_path / LAYOUT_FILE)
-        return "promoted"
-    pending.unlink()
-    return "discarded"
-
-
 def _slot_rows(spark, cfg: EtlConfig, layout: SlotArray) -> dict[int, int]:
-    from pyspark.sql import functions as F
-
-    from etl.segments import slot_column
-    from etl.tables import read
-
     slot = slot_column(layout, F.col("natural_key"))
     return {int(r[0]): int(r[1]) for r in read(spark, cfg, "key_map").groupBy(slot).count().collect()}
 
 
 def _unfinished_runs(spark, cfg: EtlConfig) -> list[str]:
-    from etl.tables import read
-
     snapshots = sorted(p.name for p in (cfg.meta_path / "runs").glob("*.json"))
     waiting = [r[0] for r in read(spark, cfg, "wait_buffer").select("run_key").distinct().collect()]
     return sorted(set(waiting) | {s.split(".")[0] for s in snapshots})
 
 
 def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8) -> dict:
-    from pyspark.sql import functions as F
-
-    from etl.tables import read
-
     settle_pending_layout(spark, cfg)
     layout = load_layout(cfg)
     if not isinstance(layout, SlotArray):
@@ -142,14 +106,9 @@ def relayout(spark, cfg: EtlConfig) -> dict:
     ``partitioned-hash``, by key range (an even slot array over ``key_domain``, then rebalanced
     to theta..2*theta) for ``partitioned-range``. One Delta commit rewrites ``segment_id`` and
     nothing else; the layout is staged and promoted like a rebalance's."""
-    from pyspark.sql import functions as F
-
-    from etl.segments import HashLayout
-    from etl.tables import read
-
     settle_pending_layout(spark, cfg)
     current = load_layout(cfg)
-    wanted = {"partitioned-hash": "hash", "partitioned-range": "range"}.get(cfg.join_strategy)
+    wanted = registry.spec(cfg.join_strategy).layout
     if wanted is None:
         return {"step": "relayout", "skipped": f"{cfg.join_strategy} works with either layout (kept: {current.kind})"}
     if current.kind == wanted:
@@ -181,8 +140,6 @@ def relayout(spark, cfg: EtlConfig) -> dict:
 
 
 def optimize(spark, cfg: EtlConfig) -> dict:
-    from delta.tables import DeltaTable
-
     out = {}
     for name in TABLES:
         metrics = DeltaTable.forPath(spark, cfg.table_path(name)).optimize().executeCompaction().first()
@@ -192,16 +149,12 @@ def optimize(spark, cfg: EtlConfig) -> dict:
 
 
 def vacuum(spark, cfg: EtlConfig) -> dict:
-    from delta.tables import DeltaTable
-
     for name in TABLES:
         DeltaTable.forPath(spark, cfg.table_path(name)).vacuum(float(cfg.vacuum_retention_hours))
     return {"step": "vacuum", "retention_hours": cfg.vacuum_retention_hours, "tables": list(TABLES)}
 
 
 def check_steps(steps) -> list[str]:
-    from etl.config import ConfigError
-
     unknown = [s for s in steps if s not in STEPS + ON_DEMAND]
     if unknown:
         raise ConfigError(f"--steps: unknown step(s) {', '.join(unknown)}; valid: {', '.join(STEPS + ON_DEMAND)}")
@@ -209,9 +162,6 @@ def check_steps(steps) -> list[str]:
 
 
 def maintain(spark, cfg: EtlConfig, steps=STEPS, progress=None) -> dict:
-    from etl.lock import LoadLock
-    from etl.tables import ensure_tables
-
     check_steps(steps)
     ensure_tables(spark, cfg)
     results = []

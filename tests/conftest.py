@@ -4,12 +4,11 @@ warehouse, landing zone and GX root under tmp_path."""
 from __future__ import annotations
 
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from etl.config import EtlConfig
+from etl.core.config import EtlConfig
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # Every job the tests start in a subprocess (crash, concurrency, CLI, cluster, Airflow) is a short
@@ -17,12 +16,11 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # (docs/decisions.md). The session fixture below is long-lived and keeps the default JIT.
 os.environ.setdefault("ETL_SPARK_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
 
-T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from etl.spark import build_spark_session
+    from etl.io.spark import build_spark_session
 
     base = EtlConfig(warehouse_root=str(tmp_path_factory.mktemp("spark-base")), spark_shuffle_partitions=2)
     session = build_spark_session(base, app_name="etl-tests", master="local[2]")

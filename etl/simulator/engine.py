@@ -2,7 +2,7 @@
 
 One server (the join operator) takes work from an input buffer of arrived tuples; the clock
 advances by what each piece of work costs on the disk and CPU models of ``model.py``. The
-partitioned join is driven by the ETL's own policy objects (``etl.policy.PartitionPolicy`` and
+partitioned join is driven by the ETL's own policy objects (``etl.core.policy.PartitionPolicy`` and
 ``Granularity``), so what is simulated is what the Spark strategy decides.
 
 - ``partitioned-range`` / ``partitioned-hash``: micro-batches fire every ``tick_s`` (every
@@ -29,10 +29,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from etl.policy import Granularity, PartitionPolicy
+from etl.core.policy import Granularity, PartitionPolicy
 from etl.simulator.model import SimParams
 from etl.simulator.workload import Layout, Relation, Trace
 
+# The strategies this simulator models, in the thesis's figure order; the same names as
+# etl.core.registry (a test holds them equal): a new strategy needs a model here too.
 STRATEGIES = ("partitioned-range", "partitioned-hash", "meshjoin", "native")
 SAMPLE_EVERY_S = 10.0
 

@@ -93,7 +93,7 @@ class SimParams:
     warmup_s: float = 6 * 60  # metrics start after this start-up interval
     tick_s: float = 0.1  # micro-batch trigger interval of the partitioned join and native
     block_factor: int = 4  # block granularity: batches span this many ticks
-    max_wait_s: float = 0.0  # the ETL's wait bound (etl.policy); 0 = none, as in the thesis
+    max_wait_s: float = 0.0  # the ETL's wait bound (etl.core.policy); 0 = none, as in the thesis
     # PQRS p, q, r, s: the thesis does not publish its own. These give a strongly skewed stream
     # (85% of updates on the hottest sixth of R by key range; docs/simulator.md shows weaker ones).
     pqrs: tuple[float, float, float, float] = (0.6, 0.1, 0.25, 0.05)

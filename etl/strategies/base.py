@@ -14,6 +14,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from etl.core.faults import crash_point
+from etl.io.tables import read
+
 KM_COLUMNS = ("km_surrogate_key", "km_row_hash", "km_last_source_seq")
 KEY = ["source_id", "natural_key"]
 # The update columns a strategy carries from a micro-batch to its release.
@@ -47,8 +50,6 @@ class JoinStrategy(ABC):
         self.layout = layout
 
     def key_map(self):
-        from etl.tables import read
-
         return read(self.spark, self.cfg, "key_map")
 
     def lookup_columns(self, key_map):
@@ -73,8 +74,6 @@ class JoinStrategy(ABC):
         if path.exists():
             return json.loads(path.read_text())
         import os
-
-        from etl.faults import crash_point
 
         data = compute()
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""``meshjoin``: MESHJOIN over Delta (papers/004 §6.2, Fig 6.2); the schedule is ``etl.mesh_policy``'s.
+"""``meshjoin``: MESHJOIN over Delta (papers/004 §6.2, Fig 6.2); the schedule is ``etl.core.mesh_policy``'s.
 
 Each ``submit`` steps the cycle through the slots since the previous one: it reads the disk
 segments of those slots with ONE partition-pruned read of ``key_map`` and joins them with every
@@ -23,8 +23,10 @@ Two things make it exact while ``key_map`` changes under it:
 
 from __future__ import annotations
 
+from pyspark.sql import functions as F
 
-from etl.mesh_policy import MeshSchedule, disk_segment_count, disk_segment_of, group_boundaries
+from etl.core.mesh_policy import MeshSchedule, disk_segment_count, disk_segment_of, group_boundaries
+from etl.io.tables import table_bytes
 from etl.strategies.base import KEY, KM_COLUMNS, UPDATE_COLUMNS, JoinStats, JoinStrategy
 
 KM = list(KM_COLUMNS)
@@ -53,16 +55,12 @@ class MeshJoin(JoinStrategy):
 
     def _disk_segment(self, partition_col):
         """Spark twin of ``mesh_policy.disk_segment_of``."""
-        from pyspark.sql import functions as F
-
         pos = F.lit(0)
         for b in self.boundaries:
             pos = pos + (partition_col >= F.lit(b)).cast("int")
         return pos.cast("int")
 
     def _read_disk_segments(self, positions: list[int]):
-        from pyspark.sql import functions as F
-
         km = self.key_map().withColumn("_p", self._disk_segment(F.col("segment_id")))
         km = km.where(F.col("_p").isin(positions))
         return km.select(
@@ -78,8 +76,6 @@ class MeshJoin(JoinStrategy):
 
     def _meets(self, lo: int, hi: int):
         """Spark twin of ``MeshSchedule.meets`` over the columns ``_q`` and ``_p``."""
-        from pyspark.sql import functions as F
-
         k = self.schedule.k
         first = F.greatest(F.lit(lo + 1), F.col("_q"))
         length = F.least(F.lit(hi), F.col("_q") + F.lit(k - 1)) - first + 1
@@ -88,10 +84,6 @@ class MeshJoin(JoinStrategy):
     # ------------------------------------------------------------------ run start / restart
 
     def begin(self, run_key: str, ingested, done_steps: list[int], ledger_rows: list) -> None:
-        from pyspark.sql import functions as F
-
-        from etl.tables import table_bytes
-
         self.run_key = run_key
         self.batch_sizes = {int(r["batch_index"]): int(r["count"]) for r in ingested.groupBy("batch_index").count().collect()}
 
@@ -146,8 +138,6 @@ class MeshJoin(JoinStrategy):
     # ------------------------------------------------------------------ steps
 
     def submit(self, batch, batch_index: int) -> list:
-        from pyspark.sql import functions as F
-
         nulls = [F.lit(None).cast(t).alias(c) for c, t in zip(KM, ("long", "string", "long"))]
         fresh = batch.select(*UPDATE_COLUMNS, *nulls, F.lit(batch_index).alias("_q"))
         n = self.batch_sizes.get(batch_index, 0)
@@ -162,8 +152,6 @@ class MeshJoin(JoinStrategy):
     def _step(self, hi: int, fresh, arriving: dict[int, int]):
         """Step the slots ``(stepped, hi]``: read their disk segments, join, expire, release."""
         from functools import reduce
-
-        from pyspark.sql import functions as F
 
         lo = self.stepped
         stats = JoinStats(keymap_bytes_read=self._pending_read)
@@ -203,8 +191,6 @@ class MeshJoin(JoinStrategy):
 
     def _with_overlay(self, expired):
         """Prefer the post-commit values of keys changed while the tuple was queued."""
-        from pyspark.sql import functions as F
-
         if self.overlay is None:
             return expired
         o = self.overlay.select(*KEY, *[F.col(c).alias("o_" + c) for c in KM])
@@ -214,8 +200,6 @@ class MeshJoin(JoinStrategy):
         )
 
     def _prune_overlay(self) -> None:
-        from pyspark.sql import functions as F
-
         if self.overlay is None:
             return
         if not self.queued:
@@ -225,8 +209,6 @@ class MeshJoin(JoinStrategy):
 
     def keys_committed(self, km) -> None:
         """The last release was committed: record its keys' post-commit values in the overlay."""
-        from pyspark.sql import functions as F
-
         grown = {}
         for r in km.where(F.col("is_new")).groupBy("segment_id").count().collect():
             p = self._disk_segment_of(int(r["segment_id"]))

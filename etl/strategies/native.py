@@ -6,6 +6,7 @@ with ``|R|``. It is the baseline the other strategies are measured against.
 
 from __future__ import annotations
 
+from etl.io.tables import table_bytes
 from etl.strategies.base import JoinStats, JoinStrategy
 
 
@@ -17,8 +18,6 @@ class NativeJoin(JoinStrategy):
         self._stats = JoinStats()
 
     def submit(self, batch, batch_index: int) -> list:
-        from etl.tables import table_bytes
-
         joined = batch.join(self.lookup_columns(self.key_map()), ["source_id", "natural_key"], "left")
         self._stats = JoinStats(keymap_bytes_read=table_bytes(self.spark, self.cfg, "key_map"))
         return [joined]

@@ -1,6 +1,6 @@
 """``partitioned-range`` / ``partitioned-hash``: the partition-based hybrid join (papers/004 §6.3).
 
-Mechanism only; every decision is ``etl.policy.PartitionPolicy``'s. One step per micro-batch:
+Mechanism only; every decision is ``etl.core.policy.PartitionPolicy``'s. One step per micro-batch:
 
 1. the batch's tuples get their segment (Spark), per-epoch segment counts are collected (small)
    and fed to the policy, which routes each segment: resident (join now) or waiting;
@@ -20,11 +20,15 @@ the rest of the run releases exactly what an uninterrupted run would.
 
 from __future__ import annotations
 
+from delta.tables import DeltaTable
+from pyspark.sql import Window
+from pyspark.sql import functions as F
 
-from etl.faults import crash_point
-from etl.policy import PartitionPolicy
-from etl.segments import segment_column
+from etl.core.faults import crash_point
+from etl.core.policy import PartitionPolicy
+from etl.io.tables import read, table_bytes
 from etl.strategies.base import KEY, KM_COLUMNS, UPDATE_COLUMNS, JoinStats, JoinStrategy
+from etl.transforms.layout import segment_column
 
 KM = list(KM_COLUMNS)
 
@@ -53,17 +57,12 @@ class PartitionedJoin(JoinStrategy):
         return int(self.sizes.get(segment, 0) * self.row_bytes)
 
     def _with_segment(self, df):
-        from pyspark.sql import functions as F
-
         return df.withColumn("segment_id", self.segment_of(F.col("source_id"), F.col("natural_key")))
 
     def _epoch_counts(self, df, offset: int):
         """Per-epoch segment counts of ``df`` in arrival order, epochs numbered from ``offset``
         tuples; with them, for the wait bound, each segment's earliest arrival and the latest
         arrival (epoch seconds; one Spark job for all three)."""
-        from pyspark.sql import Window
-        from pyspark.sql import functions as F
-
         ranked = df.select(
             "segment_id", F.unix_micros("arrival_ts").alias("_t"),
             (F.row_number().over(Window.orderBy("arrival_ts", "update_id")) - 1 + offset).alias("_i"),
@@ -95,10 +94,6 @@ class PartitionedJoin(JoinStrategy):
     # ------------------------------------------------------------------ run start / restart
 
     def begin(self, run_key: str, ingested, done_steps: list[int], ledger_rows: list) -> None:
-        from pyspark.sql import functions as F
-
-        from etl.tables import read, table_bytes
-
         self.run_key = run_key
 
         def sizes_now() -> dict:
@@ -148,8 +143,6 @@ class PartitionedJoin(JoinStrategy):
     # ------------------------------------------------------------------ one step
 
     def submit(self, batch, batch_index: int) -> list:
-        from pyspark.sql import functions as F
-
         b = self._with_segment(batch).localCheckpoint(eager=True)
         joined_segs, waiting_segs = self._observe_and_route(self._epoch_counts(b, self.policy.freq.seen))
         if waiting_segs:
@@ -178,8 +171,6 @@ class PartitionedJoin(JoinStrategy):
     def _probe(self, due: list[int], step: int, parts: list):
         """Join the pending tuples of ``due`` with their segments; admit/evict; return the release."""
         from functools import reduce
-
-        from pyspark.sql import functions as F
 
         stats = JoinStats(keymap_bytes_read=self._pending_bytes_read)
         self._pending_bytes_read = 0
@@ -220,8 +211,6 @@ class PartitionedJoin(JoinStrategy):
         per distinct last-probe step, not per segment: an OR nested once per segment overflowed
         the JVM's stack in Catalyst when a full buffer released hundreds of segments at once
         (found at 20 million keys, 1,024 segments)."""
-        from pyspark.sql import functions as F
-
         by_step: dict[int, list[int]] = {}
         for s in due:
             by_step.setdefault(self.last_probe_step.get(s, -(2**31)), []).append(s)
@@ -236,8 +225,6 @@ class PartitionedJoin(JoinStrategy):
         (where commits would no longer refresh it). ``probed`` is (segments, their key_map rows
         with ``segment_id``) just read by a probe: admitted ones among them are taken from it."""
         from functools import reduce
-
-        from pyspark.sql import functions as F
 
         want = set(self.policy.resident)
         if want == self.loaded:
@@ -271,8 +258,6 @@ class PartitionedJoin(JoinStrategy):
 
     def keys_committed(self, km) -> None:
         """Fold a commit's key_map changes into the resident copy and the segment sizes."""
-        from pyspark.sql import functions as F
-
         grown = {int(r["segment_id"]): int(r["count"]) for r in km.where(F.col("is_new")).groupBy("segment_id").count().collect()}
         evicted = self._grow(grown)
         if evicted:
@@ -295,8 +280,6 @@ class PartitionedJoin(JoinStrategy):
 
     def end(self) -> None:
         """The run is flushed: its wait-buffer rows are garbage; drop them in one commit."""
-        from delta.tables import DeltaTable
-
         DeltaTable.forPath(self.spark, self._wait_buffer_path()).delete(f"run_key = '{self.run_key}'")
         crash_point("partitioned.wait_buffer_released")
         self.forget_snapshot()

@@ -1,9 +1,8 @@
 import os
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.helpers import ROOT
 
 
 @pytest.fixture(scope="session")

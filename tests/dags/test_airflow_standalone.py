@@ -11,22 +11,22 @@ and finally stop every process that was started. The cron scheduler is off
 
 import json
 import os
-import stat
 import socket
+import stat
 import subprocess
 import time
 import urllib.request
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pytest
 
-from etl.config import EtlConfig
+from etl.core.config import EtlConfig
+from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
-from etl.interval import Interval
-from tests.dags.conftest import ROOT
+from tests.helpers import ROOT
 from warehouse.schemas import DETERMINISTIC_TABLES
 
-pytestmark = pytest.mark.airflow
+pytestmark = [pytest.mark.airflow, pytest.mark.e2e]
 DAY = "2026-11-20"
 
 
@@ -167,7 +167,7 @@ def airflow(tmp_path_factory):
 
 
 def snapshot(spark, cfg):
-    from etl.tables import read
+    from etl.io.tables import read
 
     return {name: sorted(read(spark, cfg, name).collect()) for name in DETERMINISTIC_TABLES}
 

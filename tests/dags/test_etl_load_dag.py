@@ -48,7 +48,7 @@ def test_spark_tasks_of_every_dag_submit_the_etl_entry_point(dag_bag):
     }
     for (dag_id, task_id), args in expected.items():
         task = dag_bag.dags[dag_id].get_task(task_id)
-        assert task._conn_id == "etl_spark" and task.application.endswith("etl/spark_entry.py")
+        assert task._conn_id == "etl_spark" and task.application.endswith("etl/entrypoints/spark_entry.py")
         assert task.application_args[: len(args)] == args
 
 
@@ -81,14 +81,14 @@ def test_spark_tasks_use_the_connection_and_delta(dag_bag):
     for task_id in ("ingest", "join_and_load", "validate"):
         task = dag.get_task(task_id)
         assert task._conn_id == "etl_spark"
-        assert task.application.endswith("etl/spark_entry.py")
+        assert task.application.endswith("etl/entrypoints/spark_entry.py")
         assert "io.delta:delta-spark" in task.conf["spark.jars.packages"]
         assert task.application_args[0] == {"ingest": "ingest", "join_and_load": "load", "validate": "validate"}[task_id]
     assert "{{ params.join_strategy }}" in dag.get_task("join_and_load").application_args
 
 
 def test_join_strategy_parameter_offers_every_strategy(dag_bag):
-    from etl.config import JOIN_STRATEGIES
+    from etl.core.config import JOIN_STRATEGIES
 
     param = dag_bag.dags["etl_load"].params.get_param("join_strategy")
     assert param.value == "native"
@@ -106,7 +106,7 @@ def test_runs_cover_cron_data_intervals(dag_bag):
 
 @pytest.mark.parametrize("dag_file", ["etl_load.py", "etl_quality_report.py", "etl_maintenance.py"])
 def test_parsing_imports_no_spark_or_gx(dag_file):
-    from tests.dags.conftest import ROOT
+    from tests.helpers import ROOT
 
     code = (
         f"import sys, runpy; runpy.run_path({str(ROOT / 'dags' / dag_file)!r});"

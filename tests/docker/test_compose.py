@@ -15,9 +15,9 @@ from dataclasses import fields
 import pytest
 import yaml
 
-from etl.airflow_support import SPARK_CONN_ID
-from etl.config import ENV_PREFIX, EtlConfig
-from tests.dags.conftest import ROOT
+from etl.core.config import ENV_PREFIX, EtlConfig
+from etl.entrypoints.airflow_support import SPARK_CONN_ID
+from tests.helpers import ROOT
 
 DOCKER = ROOT / "docker"
 AIRFLOW_SERVICES = ("airflow-apiserver", "airflow-scheduler", "airflow-dag-processor", "airflow-triggerer")

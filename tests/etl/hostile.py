@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from etl.landing import landing_file
+from etl.io.landing import landing_file
 
 SOURCES = ("crm", "north east", "o'hara", "100%", "a%20b", "ünï", 'q"uote')
 KEYS = (

@@ -11,24 +11,27 @@ import time
 
 import pytest
 
-from tests.dags.conftest import ROOT
-from tests.etl.test_crash import RUN, SETTINGS, config, ingested, landing, references, start_from, tables  # noqa: F401 (fixtures)
+from tests.helpers import CRASH_RUN as RUN
+from tests.helpers import CRASH_SETTINGS as SETTINGS
+from tests.helpers import ROOT, start_from
+from tests.helpers import crash_config as config
+from tests.helpers import deterministic_tables as tables
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 
 def start_load(cfg, strategy: str, log):
     settings = {k: getattr(cfg, k) for k in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", *SETTINGS)}
-    cmd = [sys.executable, "-m", "etl.cli", "load", "--start", RUN.start.isoformat(), "--end", RUN.end.isoformat(),
+    cmd = [sys.executable, "-m", "etl.entrypoints.cli", "load", "--start", RUN.start.isoformat(), "--end", RUN.end.isoformat(),
            "--join-strategy", strategy, "--settings-json", json.dumps(settings)]
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
-def test_two_loads_at_once_one_fails_fast_and_the_retry_changes_nothing(spark, landing, ingested, references, tmp_path):  # noqa: F811
+def test_two_loads_at_once_one_fails_fast_and_the_retry_changes_nothing(spark, crash_landing, crash_ingested, uninterrupted, tmp_path):
     strategy = "partitioned-range"
-    cfg = config(tmp_path / "shared", landing)
-    start_from(ingested, tmp_path / "shared")
+    cfg = config(tmp_path / "shared", crash_landing)
+    start_from(crash_ingested, tmp_path / "shared")
 
     logs = [open(tmp_path / f"load-{i}.log", "w+") for i in range(2)]
     started = time.monotonic()
@@ -54,7 +57,7 @@ def test_two_loads_at_once_one_fails_fast_and_the_retry_changes_nothing(spark, l
     # The retry: everything is done already; nothing changes.
     retry = start_load(cfg, strategy, open(tmp_path / "retry.log", "w"))
     assert retry.wait(timeout=600) == 0
-    assert tables(spark, cfg) == references(strategy)
+    assert tables(spark, cfg) == uninterrupted(strategy)
     keys = [r.surrogate_key for r in spark.read.format("delta").load(cfg.table_path("key_map")).collect()]
     assert len(keys) == len(set(keys))
     assert finished[loser][1] < finished[winner][1]  # it failed while the other was still loading

@@ -18,27 +18,22 @@ import shutil
 import signal
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 
-from etl import faults, jobs
-from etl.config import EtlConfig
-from etl.generator import StreamSpec, generate_stream
-from etl.interval import Interval
-from etl.tables import read
-from tests.dags.conftest import ROOT
+from etl import jobs
+from etl.core import faults
+from etl.core.config import EtlConfig
+from tests.helpers import CRASH_RUN as RUN
+from tests.helpers import CRASH_SETTINGS as SETTINGS
+from tests.helpers import ROOT, start_from
+from tests.helpers import crash_config as config
+from tests.helpers import deterministic_tables as tables
 from warehouse.schemas import DETERMINISTIC_TABLES
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
-T0 = datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)
-RUN = Interval(T0, T0 + timedelta(minutes=2))
-SETTINGS = dict(
-    micro_batch_seconds=40, key_domain=300, n_part=8, k=3, d=1, memory_budget=3000, n_invoke=15,
-    wait_buffer_tuples=60, tau=50, spark_shuffle_partitions=2, spark_master="local[2]",
-)
 POINTS = {
     "native": faults.LOAD_POINTS,
     "meshjoin": faults.LOAD_POINTS + faults.MESHJOIN_POINTS,
@@ -57,43 +52,10 @@ CASES = FULL if MATRIX == "full" else [] if MATRIX == "chain" else QUICK
 TALLY: list[dict] = []
 
 
-@pytest.fixture(scope="module")
-def landing(tmp_path_factory):
-    root = tmp_path_factory.mktemp("crash-landing")
-    generate_stream(
-        StreamSpec(start=T0, duration_s=120, rate=6, seed=31, key_domain=300, p=0.6, q=0.1, r=0.25, s=0.05), root
-    )
-    return root
-
-
-@pytest.fixture(scope="module")
-def ingested(spark, landing, tmp_path_factory):
-    """The interval ingested once; a case that crashes in the load starts from a copy of it."""
-    root = tmp_path_factory.mktemp("crash-ingested")
-    jobs.ingest(spark, config(root, landing), RUN)
-    return root
-
-
-def start_from(ingested: Path, root: Path) -> None:
-    for part in ("warehouse", "runs"):
-        shutil.copytree(ingested / part, root / part, dirs_exist_ok=True)
-
-
-@pytest.fixture(scope="module")
-def references(spark, landing, ingested, tmp_path_factory):
-    """Per strategy, the uninterrupted run (computed when first needed)."""
-    root = tmp_path_factory.mktemp("crash-reference")
-    cache: dict[str, dict] = {}
-
-    def get(strategy: str) -> dict:
-        if strategy not in cache:
-            cfg = config(root / strategy, landing)
-            start_from(ingested, root / strategy)
-            jobs.load(spark, cfg, RUN, strategy=strategy)
-            cache[strategy] = tables(spark, cfg)
-        return cache[strategy]
-
-    yield get
+@pytest.fixture(scope="module", autouse=True)
+def crash_report():
+    """The tally of this module's kills and comparisons, at ``ETL_CRASH_REPORT`` when set."""
+    yield
     if os.environ.get("ETL_CRASH_REPORT"):
         out = Path(os.environ["ETL_CRASH_REPORT"])
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -107,17 +69,6 @@ def references(spark, landing, ingested, tmp_path_factory):
         }, indent=1))
 
 
-def config(root: Path, landing: Path) -> EtlConfig:
-    return EtlConfig(
-        warehouse_root=str(root / "warehouse"), landing_root=str(landing), gx_root=str(root / "gx"),
-        runs_root=str(root / "runs"), reports_root=str(root / "reports"), **SETTINGS,
-    )
-
-
-def tables(spark, cfg) -> dict:
-    return {name: sorted(read(spark, cfg, name).collect()) for name in DETERMINISTIC_TABLES}
-
-
 def crash_run(cfg: EtlConfig, strategy: str, point: str, nth: int, log: Path) -> int:
     """`etl ingest` (only when the point is in ingestion) then `etl load`, each the leader of a new
     process group, dying at the n-th passage of ``point``: the exit code of the one that died."""
@@ -128,7 +79,7 @@ def crash_run(cfg: EtlConfig, strategy: str, point: str, nth: int, log: Path) ->
     with open(log, "w") as out:
         commands = ([["ingest"]] if point in faults.INGEST_POINTS else []) + [["load", "--join-strategy", strategy]]
         for command in commands:
-            proc = subprocess.Popen([sys.executable, "-m", "etl.cli", *command, *interval], cwd=ROOT, env=env,
+            proc = subprocess.Popen([sys.executable, "-m", "etl.entrypoints.cli", *command, *interval], cwd=ROOT, env=env,
                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
             try:
                 code = proc.wait(timeout=600)
@@ -149,12 +100,12 @@ def _case(strategy: str, point: str):
 
 @pytest.mark.parametrize("strategy, point", [_case(s, p) for s, p in CASES])
 def test_killed_at_a_commit_point_and_restarted_equals_the_uninterrupted_run(
-    spark, landing, ingested, references, tmp_path, strategy, point
+    spark, crash_landing, crash_ingested, uninterrupted, tmp_path, strategy, point
 ):
-    cfg = config(tmp_path, landing)
+    cfg = config(tmp_path, crash_landing)
     in_ingest = point in faults.INGEST_POINTS
     if not in_ingest:
-        start_from(ingested, tmp_path)
+        start_from(crash_ingested, tmp_path)
     nth = 1 if point in ONCE_PER_RUN else 2
     code = crash_run(cfg, strategy, point, nth, tmp_path / "crash.log")
     assert code == -signal.SIGKILL, f"expected the job to be killed at {point}:{nth}, exit {code}:\n" + (tmp_path / "crash.log").read_text()[-3000:]
@@ -165,7 +116,7 @@ def test_killed_at_a_commit_point_and_restarted_equals_the_uninterrupted_run(
     jobs.load(spark, cfg, RUN, strategy=strategy)
 
     TALLY.append({"strategy": strategy, "point": f"{point}:{nth}", "killed": True, "rows": 0, "rows_differing": 0})
-    check(spark, cfg, strategy, references(strategy), f"after a crash at {point}:{nth}")
+    check(spark, cfg, strategy, uninterrupted(strategy), f"after a crash at {point}:{nth}")
     shutil.rmtree(tmp_path / "warehouse", ignore_errors=True)
 
 
@@ -193,9 +144,9 @@ def chain_order(strategy: str) -> list[str]:
 @pytest.mark.skipif(MATRIX != "chain", reason="the crash matrix: make crash-matrix")
 @pytest.mark.parametrize("strategy", list(POINTS))
 def test_killed_at_every_commit_point_in_turn_equals_the_uninterrupted_run(
-    spark, landing, ingested, references, tmp_path, strategy
+    spark, crash_landing, crash_ingested, uninterrupted, tmp_path, strategy
 ):
-    cfg, want = config(tmp_path, landing), references(strategy)
+    cfg, want = config(tmp_path, crash_landing), uninterrupted(strategy)
     log = tmp_path / "crash.log"
 
     def kill(point: str) -> int:
@@ -210,7 +161,7 @@ def test_killed_at_every_commit_point_in_turn_equals_the_uninterrupted_run(
             assert kill(point) == -signal.SIGKILL, f"not killed at {point}"
         jobs.ingest(spark, cfg, RUN)
     else:
-        start_from(ingested, tmp_path)
+        start_from(crash_ingested, tmp_path)
     for point in chain_order(strategy):
         if kill(point) == 0:
             # The run finished before passing the point again: check it, then start over from
@@ -218,7 +169,7 @@ def test_killed_at_every_commit_point_in_turn_equals_the_uninterrupted_run(
             check(spark, cfg, strategy, want, f"after a chain of crashes ending before {point}")
             for part in ("warehouse", "runs"):
                 shutil.rmtree(tmp_path / part)
-            start_from(ingested, tmp_path)
+            start_from(crash_ingested, tmp_path)
             assert kill(point) == -signal.SIGKILL, f"not killed at {point} on a fresh warehouse"
     jobs.load(spark, cfg, RUN, strategy=strategy)  # the last retry, in a fresh driver
     check(spark, cfg, strategy, want, "at the end of the chain")
@@ -231,7 +182,7 @@ RANDOM_KILLS = int(os.environ.get("ETL_RANDOM_KILLS", "6"))
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", RANDOM_KILL_STRATEGIES)
 def test_killed_at_random_moments_and_restarted_equals_the_uninterrupted_run(
-    spark, landing, references, tmp_path, strategy
+    spark, crash_landing, uninterrupted, tmp_path, strategy
 ):
     """Not only at named commit points: `etl run` (ingest, load, validate) is SIGKILLed with its
     JVM at seeded random moments, ``ETL_RANDOM_KILLS`` times, each restart resuming what the
@@ -240,9 +191,9 @@ def test_killed_at_random_moments_and_restarted_equals_the_uninterrupted_run(
     import time
 
     rng = random.Random(f"random-kill-{strategy}")
-    cfg = config(tmp_path, landing)
+    cfg = config(tmp_path, crash_landing)
     settings = {k: getattr(cfg, k) for k in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", *SETTINGS)}
-    cmd = [sys.executable, "-m", "etl.cli", "run", "--join-strategy", strategy, "--start", RUN.start.isoformat(),
+    cmd = [sys.executable, "-m", "etl.entrypoints.cli", "run", "--join-strategy", strategy, "--start", RUN.start.isoformat(),
            "--end", RUN.end.isoformat(), "--settings-json", json.dumps(settings)]
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
     log = tmp_path / "run.log"
@@ -263,10 +214,10 @@ def test_killed_at_random_moments_and_restarted_equals_the_uninterrupted_run(
                 continue
         assert code == 0, log.read_text()[-3000:]
         finished += 1  # it finished before the kill: start over from an empty warehouse
-        check(spark, cfg, strategy, references(strategy), f"after random kills (run finished in < {delay:.1f} s)")
+        check(spark, cfg, strategy, uninterrupted(strategy), f"after random kills (run finished in < {delay:.1f} s)")
         for part in ("warehouse", "runs", "gx"):
             shutil.rmtree(tmp_path / part, ignore_errors=True)
         time.sleep(0.1)
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    check(spark, cfg, strategy, references(strategy), f"after {kills} random kills")
+    check(spark, cfg, strategy, uninterrupted(strategy), f"after {kills} random kills")

@@ -1,26 +1,16 @@
-import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
 from chispa import assert_df_equality
 
 from etl import jobs
-from etl.interval import Interval
-from etl.landing import LandingError, landing_file, scan_landing
-from etl.tables import read
+from etl.core.interval import Interval
+from etl.io.landing import LandingError, landing_file, scan_landing
+from etl.io.tables import read
+from tests.helpers import good, land
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
 INTERVAL = Interval(T0, T0 + timedelta(minutes=2))
-
-
-def good(key="1", seq=5, **over):
-    rec = {
-        "source_id": "crm", "natural_key": key, "op": "upsert", "source_seq": seq,
-        "event_ts": "2026-11-22T01:00:01Z", "arrival_ts": "2026-11-22T01:00:02Z",
-        "attributes": {"name": "A", "email": "a@x", "city": "Oslo", "balance": "12.50"},
-    }
-    rec.update(over)
-    return json.dumps(rec)
 
 
 BAD_LINES = {
@@ -37,13 +27,6 @@ BAD_LINES = {
     "bad_arrival_ts": good(arrival_ts="soon"),
     "bad_attribute_type": good(attributes={"balance": "lots"}),
 }
-
-
-def land(cfg, lines, source="crm", minute=T0):
-    path = landing_file(cfg.landing_path, source, minute)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    return path
 
 
 def test_each_bad_line_gets_its_reason_and_good_lines_pass(spark, cfg):

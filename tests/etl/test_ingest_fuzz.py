@@ -1,7 +1,7 @@
 """Fuzz: whatever lands, every physical line is accounted for exactly once and no two distinct
 natural keys (as byte strings) ever share a surrogate key.
 
-Two tiers: the line rules alone (``etl.records``, no Spark) over tens of thousands of hostile
+Two tiers: the line rules alone (``etl.core.records``, no Spark) over tens of thousands of hostile
 lines and hypothesis-drawn bytes; and whole hostile landing trees (``tests/etl/hostile.py``:
 names, folders, FIFOs, links, encodings, line shapes, type confusions) through the real ingest
 and load, checked line by line against the rules applied directly.
@@ -12,18 +12,18 @@ from __future__ import annotations
 import json
 import os
 import random
-from pathlib import Path
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from etl import jobs
-from etl.interval import Interval
-from etl.records import MAX_NATURAL_KEY_CHARS, REJECT_REASONS, Reject, check_line, is_blank
-from etl.tables import read
+from etl.core.interval import Interval
+from etl.core.records import MAX_NATURAL_KEY_CHARS, REJECT_REASONS, Reject, check_line, is_blank
+from etl.io.tables import read
 from tests.etl.hostile import SOURCES, hostile_line, plant
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)

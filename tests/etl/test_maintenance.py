@@ -6,14 +6,15 @@ from datetime import timedelta
 import pytest
 
 from etl import jobs
+from etl.core.interval import Interval
+from etl.core.layout import SlotArray
 from etl.generator import StreamSpec, generate_stream
-from etl.interval import Interval
-from etl.lock import LoadLock, WarehouseLocked
+from etl.io.layout_store import LAYOUT_FILE, load_layout
+from etl.io.lock import LoadLock, WarehouseLocked
+from etl.io.tables import read
 from etl.maintenance import maintain, settle_pending_layout
-from etl.segments import LAYOUT_FILE, SlotArray, load_layout, segment_column
-from etl.tables import read
-from tests.conftest import T0
-from tests.etl.strategies.test_partitioned import assert_equals_oracle
+from etl.transforms.layout import segment_column
+from tests.helpers import T0, assert_equals_oracle
 
 FIRST = Interval(T0, T0 + timedelta(minutes=2))
 SECOND = Interval(T0 + timedelta(minutes=2), T0 + timedelta(minutes=3))
@@ -84,9 +85,9 @@ def test_an_interrupted_rebalance_is_settled_by_what_the_table_follows(spark, sk
 def test_relayout_switches_key_map_between_range_and_hash_and_loads_stay_exact(spark, skewed):
     from pyspark.sql import functions as F
 
-    from etl.config import ConfigError
-    from etl.load import Loader
-    from etl.segments import HashLayout
+    from etl.core.config import ConfigError
+    from etl.core.layout import HashLayout
+    from etl.load.loader import Loader
 
     cfg = skewed.replace(join_strategy="partitioned-hash")
     with pytest.raises(ConfigError, match="relayout --join-strategy partitioned-hash"):
@@ -121,9 +122,9 @@ def test_a_load_started_during_maintenance_leaves_its_staged_layout_alone(spark,
     """Maintenance holds the lock and has staged the layout it is rewriting key_map for; a load
     started meanwhile used to settle that staged layout before asking for the lock (deleting it,
     so the table would follow a layout no file described and keys would be remapped)."""
-    from etl.load import Loader
+    from etl.io.layout_store import write_layout
+    from etl.load.loader import Loader
     from etl.maintenance import PENDING
-    from etl.segments import write_layout
 
     cfg = skewed
     current = load_layout(cfg)

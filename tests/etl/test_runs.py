@@ -1,4 +1,4 @@
-"""Runs refused before they write, runs pinned to their strategy, and late lines (etl.runs)."""
+"""Runs refused before they write, runs pinned to their strategy, and late lines (etl.io.runs)."""
 
 from __future__ import annotations
 
@@ -11,15 +11,14 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from etl import jobs
+from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
-from etl.interval import Interval
-from etl.landing import landing_file
-from etl.load import Loader
-from etl.quality import run_suites
-from etl.runs import LandingChanged, OverlappingRunError, RunOwnedByAnotherStrategy
-from etl.tables import read
-from tests.dags.conftest import ROOT
-from tests.etl.test_ingest import good, land
+from etl.io.landing import landing_file
+from etl.io.runs import LandingChanged, OverlappingRunError, RunOwnedByAnotherStrategy
+from etl.io.tables import read
+from etl.load.loader import Loader
+from etl.quality.gate import run_suites
+from tests.helpers import ROOT, good, land
 from warehouse.schemas import TABLES
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
@@ -114,7 +113,7 @@ def test_the_cli_refuses_overlaps_and_foreign_settings_with_exit_2(spark, cfg, t
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
 
     def etl(*args):
-        return subprocess.run([sys.executable, "-m", "etl.cli", *args, "--settings-json", json.dumps(settings)],
+        return subprocess.run([sys.executable, "-m", "etl.entrypoints.cli", *args, "--settings-json", json.dumps(settings)],
                               cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
     span = ["--start", "2026-11-22T01:01", "--end", "2026-11-22T01:03"]
@@ -192,7 +191,7 @@ def test_a_full_disk_exits_5_and_the_rerun_after_freeing_space_equals_an_uninter
         generate_stream(StreamSpec(start=T0, duration_s=120, rate=6, seed=31, key_domain=300), cfg.landing_path)
         small = cfg.replace(warehouse_root=str(full / "warehouse"))
         settings = small.as_dict()
-        cmd = [sys.executable, "-m", "etl.cli", "run", "--start", RUN.start.isoformat(), "--end", RUN.end.isoformat(),
+        cmd = [sys.executable, "-m", "etl.entrypoints.cli", "run", "--start", RUN.start.isoformat(), "--end", RUN.end.isoformat(),
                "--settings-json", json.dumps(settings)]
         env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
         done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 
 from etl import jobs
-from etl.airflow_support import APPLICATION, submit_conf
-from etl.config import load_config
+from etl.core.config import load_config
+from etl.core.interval import Interval
+from etl.entrypoints.airflow_support import APPLICATION, submit_conf
 from etl.generator import StreamSpec, generate_stream
-from etl.interval import Interval
-from tests.conftest import T0
+from tests.helpers import T0
 from warehouse.schemas import DETERMINISTIC_TABLES
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 STRATEGY = "partitioned-range"
 SETTINGS = {"memory_budget": 200_000, "n_invoke": 40, "wait_buffer_tuples": 300, "micro_batch_seconds": 60}
@@ -133,7 +133,7 @@ def submit(cfg, master: str, interval: Interval, extra_conf: dict[str, str], log
 
 
 def test_the_job_on_a_standalone_cluster_equals_the_local_run(spark, cfg, tmp_path):
-    from etl.tables import read
+    from etl.io.tables import read
 
     # Two micro-batches: the second finds the first's state (wait buffer, segments) on the cluster.
     interval = Interval(T0, T0.replace(minute=2))

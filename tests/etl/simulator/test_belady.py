@@ -1,6 +1,5 @@
 """Belady's floor against brute force on small traces (equal sizes: MIN is optimal)."""
 
-import itertools
 import random
 
 from etl.simulator.belady import belady_fetches

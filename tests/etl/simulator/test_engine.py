@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 
-from etl.config import EtlConfig
+from etl.core.config import EtlConfig
 from etl.simulator.engine import STRATEGIES, simulate
 from etl.simulator.experiments import recommend
 from etl.simulator.model import MB, SimParams

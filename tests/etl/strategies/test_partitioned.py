@@ -6,11 +6,11 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from etl import jobs
+from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
-from etl.interval import Interval
-from etl.load import Loader
-from etl.oracle import decide
-from etl.tables import read
+from etl.io.tables import read
+from etl.load.loader import Loader
+from tests.helpers import assert_equals_oracle
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
 FIRST = Interval(T0, T0 + timedelta(minutes=2))
@@ -32,25 +32,6 @@ def run_two_intervals(spark, cfg, strategy, stream):
     for interval in (FIRST, SECOND):
         jobs.ingest(spark, cfg, interval)
         jobs.load(spark, cfg, interval, strategy=strategy)
-
-
-def assert_equals_oracle(spark, cfg):
-    updates = [r.asDict() for r in read(spark, cfg, "ingested_updates").collect()]
-    expected, final = decide(updates)
-    got = {r.update_id: r for r in read(spark, cfg, "outcome_log").collect()}
-    assert len(got) == len(updates)  # every update decided exactly once
-    key_of = {}
-    for d in expected:
-        row = got[d.update_id]
-        assert (row.outcome, row.reason) == (d.outcome, d.reason), d.update_id
-        assert key_of.setdefault(d.surrogate_key, row.surrogate_key) == row.surrogate_key  # same key, always
-    assert len(set(key_of.values())) == len(key_of)  # and never one key for two natural keys
-    km = {(r.source_id, r.natural_key): r for r in read(spark, cfg, "key_map").collect()}
-    assert set(km) == set(final)
-    for k, state in final.items():
-        assert (km[k].surrogate_key, km[k].last_source_seq, km[k].row_hash) == (
-            key_of[state.surrogate_key], state.last_source_seq, state.row_hash
-        )
 
 
 @pytest.mark.parametrize(
@@ -145,7 +126,7 @@ def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max
 def test_block_granularity_groups_windows_by_backlog_and_survives_a_restart(spark, cfg, tmp_path):
     """Bursts above h_mark make one load batch span block_factor arrival windows; the plan is
     replayed on restart, and the result is still the oracle's."""
-    from etl.policy import Granularity, plan_batches
+    from etl.core.policy import Granularity, plan_batches
 
     cfg = cfg.replace(join_strategy="partitioned-range", micro_batch_seconds=10, h_mark=40, l_mark=10, block_factor=3, **TINY)
     generate_stream(StreamSpec(start=T0, duration_s=120, rate=5, b=0.85, seed=9, key_domain=200), cfg.landing_path)
@@ -186,7 +167,7 @@ def test_a_segment_admitted_then_evicted_in_one_probe_is_not_kept_in_memory(spar
     would be joined twice (found by the benchmark: DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW)."""
     from pyspark.sql import functions as F
 
-    from etl.segments import load_layout
+    from etl.io.layout_store import load_layout
     from etl.strategies import get_strategy
 
     cfg = cfg.replace(join_strategy="partitioned-range")
@@ -218,7 +199,7 @@ def test_a_probe_that_admits_reads_key_map_once(spark, cfg):
     and the copy and the release both carry the segment's current rows."""
     from pyspark.sql import functions as F
 
-    from etl.segments import load_layout
+    from etl.io.layout_store import load_layout
     from etl.strategies import get_strategy
 
     cfg = cfg.replace(join_strategy="partitioned-range")
@@ -247,7 +228,7 @@ def test_a_probe_that_admits_reads_key_map_once(spark, cfg):
 def test_a_probe_of_thousands_of_segments_at_once_selects_exactly_their_pending_rows(spark, cfg):
     """A full buffer over many small segments releases hundreds at once (at 20 million keys a
     nested OR per segment overflowed the JVM's stack); each segment keeps its own last probe step."""
-    from etl.segments import load_layout
+    from etl.io.layout_store import load_layout
     from etl.strategies.partitioned import PartitionedJoin
 
     join = PartitionedJoin(spark, cfg, load_layout(cfg), "range")

@@ -1,0 +1,214 @@
+"""The benchmark's arithmetic, without Spark: run specifications, the real-time replay that turns
+measured batch times into production delays and "sustained", the per-batch cost model, the
+cross-strategy figures, and the report's JSON, Markdown table and plot. Tested in
+tests/benchmarks/test_report.py; a wrong number here would be a wrong published result."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.batch_cost import MIN_BATCHES, fit_batch_cost, steps
+from etl.core import registry
+from etl.core.interval import Interval
+
+STRATEGIES = registry.NAMES
+
+# Settings a run of --strategies may override, as ``strategy:name=value`` (a variant run beside the
+# plain one on the same stream and seed, e.g. ``partitioned-range:max_wait_s=180``).
+VARIANT_SETTINGS = {"max_wait_s": float, "h_mark": int}
+
+
+def parse_run(spec: str) -> tuple[str, dict]:
+    """``strategy[:name=value]`` -> (strategy, settings), with a clear error on anything else."""
+    strategy, _, setting = spec.strip().partition(":")
+    if strategy not in STRATEGIES:
+        raise SystemExit(f"unknown strategy {strategy!r} in --strategies; choose from {', '.join(STRATEGIES)}")
+    if not setting:
+        return strategy, {}
+    name, eq, value = setting.partition("=")
+    if not eq or name not in VARIANT_SETTINGS:
+        raise SystemExit(f"bad run {spec!r}: write strategy:name=value with name one of {', '.join(VARIANT_SETTINGS)}")
+    try:
+        return strategy, {name: VARIANT_SETTINGS[name](value)}
+    except ValueError:
+        raise SystemExit(f"bad run {spec!r}: {value!r} is not a valid {VARIANT_SETTINGS[name].__name__}") from None
+
+
+def run_labels(per_rate: dict) -> list[str]:
+    """The runs of one rate in the report (strategy names and variants), plain strategies first."""
+    labels = [k for k in per_rate if k != "identical_outcomes"]
+    return sorted(labels, key=lambda k: (STRATEGIES.index(k.partition(":")[0]), k))
+
+
+def report_labels(results: dict) -> list[str]:
+    """The runs of any rate in the report's ``results``, in ``run_labels``'s order."""
+    return run_labels({s: None for per in results.values() for s in run_labels(per)})
+
+
+def progress(msg: str) -> None:
+    print(f"[bench] {msg}", file=sys.stderr, flush=True)
+
+
+def replay(metrics, outcomes, interval: Interval, t: int, last_window: dict[int, int] | None = None) -> dict:
+    """Delays and lag of the run as if each batch started when its arrivals were complete.
+    ``last_window``: batch index -> its last arrival window, for batches spanning several windows
+    (block granularity names a batch by its first window); others span their own window."""
+    windows = int((interval.end - interval.start).total_seconds() // t)
+    last_window = last_window or {}
+    finish: dict[int, float] = {}
+    clock = 0.0
+    lags = []
+    for m in sorted(metrics, key=lambda r: (r.batch_index < 0, r.batch_index, r.batch_seq)):
+        last = last_window.get(m.batch_index, m.batch_index) if m.batch_index >= 0 else windows
+        ready = min(last + 1, windows) * t
+        clock = max(clock, ready) + m.duration_s
+        finish[m.batch_index] = clock
+        lags.append(clock - ready)
+    base = interval.start.timestamp()
+    delays = np.array([finish[o.batch_index] - (o.arrival_ts.timestamp() - base) for o in outcomes])
+    busy = sum(m.duration_s for m in metrics)
+    run_len = windows * t
+    return {
+        "avg_delay_s": float(delays.mean()) if len(delays) else math.nan,
+        "p99_delay_s": float(np.percentile(delays, 99)) if len(delays) else math.nan,
+        "batch_seconds": busy,
+        "final_lag_s": lags[-1] if lags else 0.0,
+        "sustained": busy <= run_len,
+    }
+
+
+def cost_model(row: dict, t: int) -> dict:
+    """The per-batch cost fitted on the run's batches, and the rate it predicts sustainable at the
+    trigger ``t`` (the measured capacity at one offered rate tracks that rate; benchmarks/batch_cost.py)."""
+    batches = steps(row.get("per_batch", []))
+    if len(batches) < MIN_BATCHES:
+        return {}
+    cost = fit_batch_cost(row["per_batch"])
+    probes_per_update = sum(b["probes"] for b in batches) / max(sum(b["updates"] for b in batches), 1)
+    return {
+        "batch_cost": cost.as_dict(),
+        # One offered rate identifies the terms poorly (two medium runs of the same stream gave 86
+        # and 187 updates/s for range): a diagnostic, not a capacity; measure several rates.
+        "extrapolated_sustainable_rate": cost.sustainable_rate(t, probes_per_update, batch_index=batches[-1]["index"]),
+    }
+
+
+def summarise(report: dict) -> None:
+    """Cross-strategy figures of ``report`` (from its results), in place."""
+    results = report["results"]
+    strategies = report_labels(results)
+
+    def ratio(rate_key, a, b, metric):
+        r = results[rate_key]
+        return r[a][metric] / r[b][metric] if a in r and b in r and r[b][metric] else None
+
+    sustained = {s: max([float(k) for k, v in results.items() if s in v and v[s]["sustained"]], default=0.0) for s in strategies}
+    capacity = {s: max(v[s]["capacity_updates_per_s"] for v in results.values() if s in v) for s in strategies}
+    report["targets"] = {
+        rk: {
+            # One entry per range run (the plain strategy and any variants of it).
+            label: {
+                "delay_over_meshjoin": ratio(rk, label, "meshjoin", "avg_delay_s"),
+                "bytes_over_native": ratio(rk, label, "native", "keymap_bytes_per_1000_updates"),
+                "fetches_over_belady": results[rk][label].get("fetches_over_belady"),
+                "capacity_over_native": ratio(rk, label, "native", "capacity_updates_per_s"),
+            }
+            for label in run_labels(results[rk]) if label.partition(":")[0] == "partitioned-range"
+        }
+        for rk in results
+    }
+    report["highest_sustained_rate"] = sustained
+    report["capacity_updates_per_s"] = capacity
+    # None unless both ran: a ratio against a strategy that did not run is no measurement.
+    both = capacity.get("partitioned-range") and capacity.get("native")
+    report["capacity_range_over_native"] = capacity["partitioned-range"] / capacity["native"] if both else None
+
+
+def write_report(report: dict, json_path: Path) -> None:
+    """The report's JSON at ``json_path``, its plot and Markdown table beside it (same stem)."""
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    plot(report, json_path.with_suffix(".png"))
+    json_path.with_suffix(".md").write_text(table(report))
+
+
+def refit(path: Path) -> None:
+    """Add the cost model to a report written before it existed (its ``per_batch`` series is
+    needed), and rewrite the report's JSON, Markdown and plot beside it."""
+    report = json.loads(path.read_text())
+    for per in report["results"].values():
+        for s in run_labels(per):
+            per[s].update(cost_model(per[s], report["micro_batch_seconds"]))
+    summarise(report)
+    write_report(report, path)
+    fitted = [f"{s} at {rk}/s: {per[s]['batch_cost']}" for rk, per in report["results"].items() for s in run_labels(per)
+              if "batch_cost" in per[s]]
+    progress(f"refitted {path}: " + (", ".join(fitted) or f"no run has a per_batch series of {MIN_BATCHES} batches or more"))
+
+
+def table(report: dict) -> str:
+    """The results as the Markdown table docs/benchmark.md shows."""
+    lines = [
+        f"`{report['command']}`: {report['keys']:,} keys, key_map {min(report['key_map_bytes'].values()):,} bytes, "
+        f"join memory {report['memory_budget']:,} bytes, trigger {report['micro_batch_seconds']} s, "
+        f"{report['minutes']} minutes per rate, {report['wall_seconds'] / 60:.0f} minutes in all"
+        + ("." if report.get("complete", True) else " (stopped before the end: the runs below are all it finished)."),
+        "",
+        "| rate /s | strategy | avg delay s | p99 delay s | capacity updates/s | sustained | key_map MB / 1k updates | probes | Belady fetches |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for rate, per in report["results"].items():
+        for s in run_labels(per):
+            r = per[s]
+            if r:
+                lines.append(
+                    f"| {rate} | {s} | {r['avg_delay_s']:.1f} | {r['p99_delay_s']:.1f} | {r['capacity_updates_per_s']:.0f} "
+                    f"| {'yes' if r['sustained'] else 'no'} | {r['keymap_bytes_per_1000_updates'] / 1e6:.2f} | {r['probes']} "
+                    f"| {r.get('belady_fetches', '')} |"
+                )
+        lines.append(f"| {rate} | identical outcomes | {'yes' if per.get('identical_outcomes') else '**no**'} | | | | | | |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+    rates = [float(r) for r in report["results"]]
+    for s in report_labels(report["results"]):
+        rows = [report["results"][f"{r:g}"].get(s) for r in rates]
+        if not any(rows):
+            continue
+        for ax, metric, label in zip(
+            axes,
+            ("avg_delay_s", "keymap_bytes_per_1000_updates", "capacity_updates_per_s"),
+            ("average production delay (s)", "key_map bytes read per 1,000 updates", "capacity (updates / batch second)"),
+        ):
+            ax.plot(rates, [r[metric] if r else math.nan for r in rows], "o-", label=s)
+            ax.set_xlabel("offered rate (updates/s)")
+            ax.set_ylabel(label)
+            ax.set_yscale("log")
+    # Below the plots, not on them: inside, it hid the highest point (MESHJOIN's delay).
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=max(1, min(len(labels), 4)), fontsize=8)
+    fig.suptitle(f"Spark, {report['keys']} keys, join memory {report['memory_budget']} bytes, "
+                 f"trigger {report['micro_batch_seconds']} s")
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def identical_outcomes(per_rate: dict) -> bool:
+    """Whether every run of one rate decided the same: their canonical outcome rows (each
+    update's outcome and reason, surrogate keys replaced by the natural key they stand for) have
+    one digest. A report written before digests existed compares nothing: ``False``."""
+    digests = [per_rate[s].get("outcome_digest") for s in run_labels(per_rate) if per_rate[s]]
+    return bool(digests) and None not in digests and len({json.dumps(d, sort_keys=True) for d in digests}) == 1

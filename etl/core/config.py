@@ -1,0 +1,316 @@
+"""One typed configuration object: defaults, then a TOML file, then ``ETL_*`` variables, then CLI overrides.
+
+Every parameter of the papers keeps the thesis's name here and everywhere else
+(``n_invoke``, ``r_wb``, ``alpha``, ``tau``, ``rho``, ``theta``, ``n_part``, ``k``, ``d``,
+``memory_budget``), so a reader can go from papers/004 Table 6.2 to a setting without a glossary.
+This module imports nothing heavy: DAG files read it at parse time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+from etl.core import registry
+from etl.core.errors import ConfigError
+
+ENV_PREFIX = "ETL_"
+CONFIG_FILE_ENV = "ETL_CONFIG"
+
+
+@dataclass(frozen=True)
+class EtlConfig:
+    # --- where things live (relative paths are resolved against the working directory) ---
+    warehouse_root: str = "var/warehouse"
+    landing_root: str = "var/landing"
+    gx_root: str = "var/gx"
+    runs_root: str = "var/runs"
+    reports_root: str = "var/reports"  # data-quality reports (JSON, CSV, PNG plots)
+    # The load lock, run snapshots and the segment layout: small files that need POSIX semantics
+    # (exclusive create, atomic rename), so a shared filesystem, never object storage. Empty means
+    # ``<warehouse_root>/_meta``; required when warehouse_root is an object-store URI (s3a://...).
+    meta_root: str = ""
+
+    # --- Spark ---
+    spark_master: str = "local[*]"
+    spark_driver_memory: str = "2g"
+    spark_shuffle_partitions: int = 4
+    spark_ui: bool = False
+    # Extra JVM options of the driver (spark.driver.extraJavaOptions); empty: none. Short jobs on
+    # small data run faster with "-XX:TieredStopAtLevel=1" (docs/decisions.md); the tests use it.
+    spark_driver_java_options: str = ""
+    # Maven coordinates of the Delta jar; empty means "derive from the installed delta-spark".
+    delta_package: str = ""
+
+    # --- the job ---
+    join_strategy: str = "native"
+    micro_batch_seconds: int = 60
+    sources: tuple[str, ...] = ()  # empty: accept any source_id
+    max_record_bytes: int = 65536
+    max_rejected_fraction: float = 1.0  # a run whose rejected share exceeds this fails
+    schedule: str = "@hourly"
+    # A load lock held from another host is stale once it has not been refreshed for this long
+    # (its holder refreshes it every quarter of it); on the lock's own host a dead pid is enough.
+    lock_stale_seconds: int = 900
+    # --- data-quality report and maintenance (papers/003 panes: windows of report_window_seconds
+    # every report_slide_seconds, half-open, aligned to the epoch) ---
+    report_schedule: str = "@daily"
+    report_window_seconds: int = 3600
+    report_slide_seconds: int = 900
+    maintenance_schedule: str = "@weekly"
+    # MERGEs into key_map and customer_current write only the changed rows (Delta deletion
+    # vectors, readable by Delta 2.3+ readers); set when the warehouse's tables are created.
+    deletion_vectors: bool = True
+    vacuum_retention_hours: int = 168  # Delta's safe default; shorter breaks readers of old versions
+
+    # --- the papers' parameters (papers/004 Table 6.1/6.2), one name everywhere ---
+    n_invoke: int = 3000  # wait-buffer tuples of one segment that trigger its disk probe
+    r_wb: float = 0.4  # fraction of the wait buffer freed when it overflows
+    alpha: float = 0.3  # decay of the arrival frequency C_k per epoch
+    tau: int = 1000  # epoch length, in stream tuples
+    rho: float = 0.25  # eviction hysteresis of rule (6.1)
+    theta: int = 8192  # minimum segment size in tuples (range variant: theta..2*theta)
+    n_part: int = 64  # segments of key_map (hash variant; initial range layout)
+    k: int = 8  # MESHJOIN: relation segments per cycle
+    d: int = 1 << 20  # MESHJOIN: bytes per relation segment
+    memory_budget: int = 40 << 20  # join memory in bytes
+    wait_buffer_tuples: int = 65536  # capacity of the wait buffer, in tuples
+    # Not in the thesis: a waiting segment is probed once its oldest tuple has waited this many
+    # seconds of stream time (bounds the partitioned join's delay tail); 0 = no bound.
+    max_wait_s: float = 0.0
+    key_domain: int = 1_000_000  # width of the numeric natural-key domain the slot array covers
+    # Granularity marks (H_mark/L_mark), in backlog tuples: the thesis's 100 and 2 blocks of 4 KB
+    # holding 64-byte stream tuples.
+    h_mark: int = 6400
+    l_mark: int = 128
+    # Block granularity (partitioned strategies): above h_mark a load batch spans this many
+    # arrival windows of micro_batch_seconds, until the backlog falls below l_mark.
+    block_factor: int = 4
+
+    extra: Mapping[str, str] = field(default_factory=dict)  # free-form, for site-specific settings
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    # Resolved paths: a relative setting is taken from the working directory at load time;
+    # ``file://`` URIs are local paths too.
+    def path(self, name: str) -> Path:
+        value = getattr(self, name)
+        if _scheme(value) == "file":
+            value = value[len("file://"):]
+        elif _scheme(value):
+            raise ConfigError(f"setting '{name}' = {value!r}: a URI where a local or shared POSIX path is needed")
+        return Path(value).expanduser().resolve()
+
+    @property
+    def warehouse_on_object_store(self) -> bool:
+        return _scheme(self.warehouse_root) not in ("", "file")
+
+    @property
+    def warehouse_path(self) -> Path:
+        """The warehouse as a local path (only when it is on a POSIX filesystem)."""
+        return self.path("warehouse_root")
+
+    @property
+    def warehouse_uri(self) -> str:
+        """What Spark and Delta are given: an absolute path, or the object-store URI as set."""
+        if self.warehouse_on_object_store:
+            return self.warehouse_root.rstrip("/")
+        return str(self.warehouse_path)
+
+    @property
+    def meta_path(self) -> Path:
+        return self.path("meta_root") if self.meta_root else self.warehouse_path / "_meta"
+
+    @property
+    def landing_path(self) -> Path:
+        return self.path("landing_root")
+
+    @property
+    def gx_path(self) -> Path:
+        return self.path("gx_root")
+
+    @property
+    def runs_path(self) -> Path:
+        return self.path("runs_root")
+
+    @property
+    def reports_path(self) -> Path:
+        return self.path("reports_root")
+
+    def table_path(self, table: str) -> str:
+        return f"{self.warehouse_uri}/{table}"
+
+    def replace(self, **changes: Any) -> "EtlConfig":
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["sources"] = list(self.sources)
+        out["extra"] = dict(self.extra)
+        return out
+
+
+_FIELDS = {f.name: f for f in fields(EtlConfig)}
+
+
+def _scheme(value: str) -> str:
+    """``s3a`` of ``s3a://bucket/x``; empty for a plain path."""
+    head, sep, _ = str(value).partition("://")
+    return head.lower() if sep and head.isidentifier() else ""
+
+
+def _validate(cfg: EtlConfig) -> None:
+    def need(ok: bool, name: str, what: str) -> None:
+        if not ok:
+            raise ConfigError(f"setting '{name}' = {getattr(cfg, name)!r}: {what}")
+
+    registry.spec(cfg.join_strategy)
+    for name in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", "spark_master"):
+        need(bool(str(getattr(cfg, name)).strip()), name, "must not be empty")
+    for name in ("landing_root", "gx_root", "runs_root", "reports_root", "meta_root"):
+        need(_scheme(getattr(cfg, name)) in ("", "file"), name,
+             "must be a local or shared POSIX path (only warehouse_root may be an object-store URI)")
+    need(bool(cfg.meta_root) or not cfg.warehouse_on_object_store, "meta_root",
+         f"must be set to a shared POSIX directory when warehouse_root is on object storage ({cfg.warehouse_root})")
+    for name in (
+        "spark_shuffle_partitions",
+        "micro_batch_seconds",
+        "max_record_bytes",
+        "n_invoke",
+        "tau",
+        "theta",
+        "n_part",
+        "k",
+        "d",
+        "memory_budget",
+        "wait_buffer_tuples",
+        "key_domain",
+        "report_window_seconds",
+        "report_slide_seconds",
+        "lock_stale_seconds",
+    ):
+        need(getattr(cfg, name) > 0, name, "must be a positive number")
+    need(cfg.report_slide_seconds <= cfg.report_window_seconds, "report_slide_seconds", "must not exceed report_window_seconds")
+    need(cfg.vacuum_retention_hours >= 168, "vacuum_retention_hours", "must be >= 168 (7 days): shorter retention can delete files a reader or a retried task still needs")
+    need(0 < cfg.alpha <= 1, "alpha", "must be in (0, 1]")
+    need(0 < cfg.r_wb <= 1, "r_wb", "must be in (0, 1]")
+    need(cfg.rho >= 0, "rho", "must be >= 0")
+    need(cfg.max_wait_s >= 0, "max_wait_s", "must be >= 0 (0 means no bound)")
+    need(0 <= cfg.l_mark <= cfg.h_mark, "l_mark", "must be between 0 and h_mark")
+    need(cfg.block_factor >= 1, "block_factor", "must be at least 1 (1 turns block granularity off)")
+    need(0 <= cfg.max_rejected_fraction <= 1, "max_rejected_fraction", "must be in [0, 1]")
+
+
+def _coerce(name: str, raw: Any) -> Any:
+    """Turn a file or environment value into the field's type, naming the setting on failure."""
+    kind = _FIELDS[name].type
+    try:
+        if kind == "bool":
+            if isinstance(raw, bool):
+                return raw
+            text = str(raw).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError("expected true or false")
+        if kind == "int":
+            if isinstance(raw, bool):
+                raise ValueError("expected an integer")
+            if isinstance(raw, int):
+                return raw
+            return int(str(raw).strip().replace("_", ""), 0)
+        if kind == "float":
+            return float(raw)
+        if kind == "str":
+            return str(raw)
+        if kind.startswith("tuple"):
+            if isinstance(raw, str):
+                return tuple(s.strip() for s in raw.split(",") if s.strip())
+            return tuple(str(s) for s in raw)
+        if kind.startswith("Mapping"):
+            if not isinstance(raw, Mapping):
+                raise ValueError("expected a table of key = value")
+            return {str(k): str(v) for k, v in raw.items()}
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"setting '{name}' = {raw!r}: {exc}") from None
+    raise ConfigError(f"setting '{name}': unsupported type {kind}")  # pragma: no cover
+
+
+def _from_mapping(values: Mapping[str, Any], origin: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, raw in values.items():
+        name = key.replace("-", "_")
+        if name not in _FIELDS:
+            raise ConfigError(f"{origin}: unknown setting '{key}'; known settings: {', '.join(sorted(_FIELDS))}")
+        out[name] = _coerce(name, raw)
+    return out
+
+
+def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Settings from a TOML file: top-level keys, or keys under an ``[etl]`` table."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist (set by --config or {CONFIG_FILE_ENV})")
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
+    if isinstance(data.get("etl"), dict):
+        data = data["etl"]
+    return _from_mapping(data, f"config file {str(p)!r}")
+
+
+def read_env(env: Mapping[str, str]) -> dict[str, Any]:
+    """Settings from ``ETL_<NAME>`` variables (``ETL_CONFIG`` names the file and is not a setting)."""
+    picked = {
+        k[len(ENV_PREFIX) :].lower(): v
+        for k, v in env.items()
+        if k.startswith(ENV_PREFIX) and k != CONFIG_FILE_ENV and k[len(ENV_PREFIX) :].lower() in _FIELDS
+    }
+    return _from_mapping(picked, "environment")
+
+
+def strategy_settings(strategy: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` checked as settings of ``strategy`` alone (names and values), for a run's overrides."""
+    allowed = registry.spec(strategy, setting="strategy").settings
+    names = {k.replace("-", "_") for k in given}
+    refused = sorted(n for n in names if n not in allowed)
+    if refused:
+        raise ConfigError(
+            f"strategy settings: {', '.join(refused)} {'is' if len(refused) == 1 else 'are'} not a setting of "
+            f"{strategy} (its settings: {', '.join(allowed) or 'none'}); other settings come from the "
+            f"configuration file or ETL_* variables, not from a run's parameters"
+        )
+    return _from_mapping(given, f"strategy settings of {strategy}")
+
+
+def strategy_settings_schema() -> dict[str, Any]:
+    """JSON Schema of every strategy's settings (the DAG parameter validates a run's conf with it)."""
+    props: dict[str, Any] = {}
+    for name in sorted({n for s in registry.SPECS for n in s.settings}):
+        kind = _FIELDS[name].type
+        props[name] = {"type": "integer", "minimum": 0} if kind == "int" else {"type": "number", "minimum": 0}
+    return {"type": "object", "properties": props, "additionalProperties": False}
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> EtlConfig:
+    """Defaults < file (``path`` or ``$ETL_CONFIG``) < ``ETL_*`` environment < ``overrides``."""
+    env = os.environ if env is None else env
+    merged: dict[str, Any] = {}
+    file_path = path or env.get(CONFIG_FILE_ENV)
+    if file_path:
+        merged.update(read_file(file_path))
+    merged.update(read_env(env))
+    if overrides:
+        merged.update(_from_mapping({k: v for k, v in overrides.items() if v is not None}, "override"))
+    return EtlConfig(**merged)

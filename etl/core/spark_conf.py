@@ -1,0 +1,50 @@
+"""Every Spark setting the jobs need, from the configuration: pure Python, so the Airflow DAGs hand
+the very same settings to ``spark-submit`` without importing pyspark at parse time."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+from etl.core.config import EtlConfig
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+
+def delta_package(cfg: EtlConfig | None = None) -> str:
+    """Maven coordinates of the Delta jar matching the installed pyspark and delta-spark."""
+    if cfg is not None and cfg.delta_package:
+        return cfg.delta_package
+    spark_version = metadata.version("pyspark")
+    delta_version = metadata.version("delta-spark")
+    major_minor = ".".join(spark_version.split(".")[:2])
+    return f"io.delta:delta-spark_{major_minor}_2.13:{delta_version}"
+
+
+def spark_conf(cfg: EtlConfig) -> dict[str, str]:
+    """Every Spark setting the jobs need, except the master (a connection's business under Airflow)."""
+    conf = {
+        "spark.jars.packages": delta_package(cfg),
+        "spark.sql.extensions": DELTA_EXTENSION,
+        "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+        "spark.driver.memory": cfg.spark_driver_memory,
+        "spark.sql.shuffle.partitions": str(cfg.spark_shuffle_partitions),
+        "spark.default.parallelism": str(max(2, cfg.spark_shuffle_partitions)),
+        # Keep spark-warehouse/ and friends out of the working directory.
+        "spark.sql.warehouse.dir": f"{cfg.warehouse_uri}/_spark_sql",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.ui.enabled": "true" if cfg.spark_ui else "false",
+        "spark.ui.showConsoleProgress": "false",
+        # Landing partitions (arrival_hour=07) stay strings; "07" is not the number 7.
+        "spark.sql.sources.partitionColumnTypeInference.enabled": "false",
+        # The Delta log of small tables does not need 50 tasks to replay.
+        "spark.databricks.delta.snapshotPartitions": "2",
+        # VACUUM lists files with this many tasks (10000 by default): far too many for small tables.
+        "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, cfg.spark_shuffle_partitions)),
+        "spark.databricks.delta.schema.autoMerge.enabled": "false",
+        "spark.sql.adaptive.enabled": "true",
+    }
+    java_options = cfg.spark_driver_java_options.strip()
+    if java_options:
+        conf["spark.driver.extraJavaOptions"] = java_options
+    return conf

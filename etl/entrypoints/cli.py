@@ -1,0 +1,395 @@
+"""``etl``: generate a stream, and ingest, load, validate and report a run, from the shell or spark-submit.
+
+    etl generate --start 2026-11-22T10:00 --duration 300 --rate 40
+    etl run --start 2026-11-22T10:00 --end 2026-11-22T10:05 [--join-strategy native]
+    etl ingest|load|validate|report --start ... --end ...
+    etl late-lines|discard --start ... --end ...   (landing files changed after a load; a mistaken ingest)
+    etl unlock [--force]                            (a load lock whose holder is gone)
+    etl simulate figures|recommend|run ...   (no Spark: the thesis's simulator)
+
+Settings come from ``--config FILE`` (or ``$ETL_CONFIG``), ``ETL_*`` variables and the flags
+below, in that order of precedence (flags win). Exit codes: 0 ok; 2 bad configuration or input,
+refused before anything was written (an overlapping interval, a run owned by another strategy,
+landing files changed after their run loaded, an unreadable landing zone); 3 quality gate
+failed; 4 rejection ceiling exceeded; 5 retry later: another load holds the warehouse, or the
+disk is full (nothing is lost: the rerun resumes); 1 anything else (a bug: please report it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from etl.core import registry
+from etl.core.config import ConfigError, EtlConfig, load_config, strategy_settings
+
+EXIT_CONFIG, EXIT_VALIDATION, EXIT_REJECTIONS, EXIT_LOCKED = 2, 3, 4, 5
+
+
+def _progress(message: str) -> None:
+    print(f"[etl] {message}", file=sys.stderr, flush=True)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="TOML configuration file (default: $ETL_CONFIG)")
+    parser.add_argument("--join-strategy", choices=registry.NAMES, help="join strategy (setting join_strategy)")
+    parser.add_argument("--spark-master", help="Spark master URL (setting spark_master; ignored under spark-submit)")
+    parser.add_argument("--warehouse-root", help="where the Delta tables live (setting warehouse_root)")
+    parser.add_argument("--landing-root", help="where updates land (setting landing_root)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="any other setting")
+    parser.add_argument(
+        "--settings-json",
+        default="",
+        metavar="JSON",
+        help='settings as one JSON object, e.g. \'{"n_invoke": 500}\' (the DAG passes its run parameters this way)',
+    )
+
+
+def _interval_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--start", required=True, help="interval start, ISO 8601, whole minute, UTC if no zone")
+    parser.add_argument("--end", required=True, help="interval end (exclusive)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="etl", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    gen = sub.add_parser("generate", help="write a synthetic update stream (b-model x PQRS) as landing files")
+    _common(gen)
+    gen.add_argument("--start", required=True, help="first arrival time, ISO 8601 (UTC if no zone)")
+    gen.add_argument("--duration", type=float, default=300.0, help="seconds of stream (default 300)")
+    gen.add_argument("--rate", type=float, default=40.0, help="average updates per second (default 40)")
+    gen.add_argument("--sources", default="crm,web", help="comma-separated source ids (default crm,web)")
+    gen.add_argument("--key-domain", type=int, default=10_000, help="existing natural keys 0..N-1 (default 10000)")
+    gen.add_argument("--new-key-share", type=float, default=0.05)
+    gen.add_argument("--duplicate-share", type=float, default=0.02, help="re-delivered updates")
+    gen.add_argument("--unchanged-share", type=float, default=0.05, help="updates repeating current content")
+    gen.add_argument("--malformed-share", type=float, default=0.01)
+    gen.add_argument("--b", type=float, default=0.6, help="b-model bias, 0.5 (smooth) to <1 (bursty)")
+    gen.add_argument("--pqrs", default="0.4,0.25,0.2,0.15", help="PQRS quadrant probabilities p,q,r,s")
+    gen.add_argument("--seed", type=int, default=7)
+    gen.add_argument("--overwrite", action="store_true", help="replace landing files that already exist")
+
+    init = sub.add_parser("init", help="create the warehouse tables (idempotent)")
+    _common(init)
+
+    for name, text in (
+        ("ingest", "validate a run's landed files into ingested_updates and rejected_updates"),
+        ("late-lines", "list landing files of a loaded run that changed since; --move-to moves late lines on"),
+        ("discard", "drop the ingest of a run that has not started loading"),
+        ("load", "join and load a run's ingested updates through the join strategy"),
+        ("validate", "run the expectation suites (quality gate) and build Data Docs"),
+        ("report", "print what happened in a run"),
+        ("run", "ingest, load, validate and report in one Spark session"),
+        ("quality-report", "every suite over the warehouse, Data Docs, windowed metrics per source with plots"),
+    ):
+        p = sub.add_parser(name, help=text)
+        _common(p)
+        _interval_args(p)
+        p.add_argument("--json", action="store_true", help="print the summary as JSON")
+        if name in ("load", "run"):
+            p.add_argument(
+                "--strategy-settings", default="", metavar="JSON",
+                help='the join strategy\'s own settings for this run, e.g. \'{"n_invoke": 500}\' (the DAG passes its '
+                     'strategy_settings parameter this way; anything else is refused)',
+            )
+        if name == "late-lines":
+            p.add_argument("--move-to", metavar="MINUTE",
+                           help="move appended/added lines into this minute's landing files (a minute no run has ingested)")
+
+    unlock = sub.add_parser("unlock", help="remove the load lock when its holder is gone (--force: whatever holds it)")
+    _common(unlock)
+    unlock.add_argument("--force", action="store_true", help="remove it even if its holder may be running (another host)")
+
+    maintain = sub.add_parser("maintain", help="OPTIMIZE, VACUUM and rebalance key_map segments (takes the load lock)")
+    _common(maintain)
+    maintain.add_argument(
+        "--steps", default="rebalance,optimize,vacuum", help="comma-separated subset of rebalance,optimize,vacuum; or relayout: lay key_map out for --join-strategy (range or hash)"
+    )
+    sim = sub.add_parser("simulate", help="the thesis's simulator: reproduce its figures, or recommend a strategy")
+    sim_sub = sim.add_subparsers(dest="sim_command", required=True)
+    figs = sim_sub.add_parser("figures", help="Figures 6.5-6.13 as PNG + JSON (minutes; --quick: fewer points)")
+    figs.add_argument("--out", default="docs/results/simulator", help="output directory")
+    figs.add_argument("--quick", action="store_true", help="every other point of each sweep, 10 simulated minutes")
+    for name, text in (
+        ("recommend", "simulate every strategy on your workload and recommend one, with settings"),
+        ("run", "simulate one strategy and print its metrics as JSON"),
+    ):
+        p = sim_sub.add_parser(name, help=text)
+        if name == "run":
+            p.add_argument("--strategy", choices=registry.NAMES, required=True)
+        p.add_argument("--rate", type=float, default=1000.0, help="average updates per second (thesis: 1000)")
+        p.add_argument("--relation-mb", type=float, default=200.0, help="size of key_map, MB (thesis: 200)")
+        p.add_argument("--memory-mb", type=float, default=40.0, help="memory of the join, MB (thesis: 40)")
+        p.add_argument("--b", type=float, default=0.6, help="b-model burstiness, 0.5 smooth .. <1 bursty (thesis: 0.6)")
+        p.add_argument("--pqrs", default="", help="key skew as PQRS p,q,r,s (default: the simulator's)")
+        p.add_argument("--n-invoke", type=int, default=3000, help="probe threshold (thesis: 3000)")
+        p.add_argument("--max-wait-s", type=float, default=0.0,
+                       help="wait bound of the partitioned join, seconds (default 0: none, as in the thesis)")
+        p.add_argument("--minutes", type=float, default=20.0, help="simulated minutes (default 20)")
+        p.add_argument("--seed", type=int, default=7)
+    return parser
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    from etl.simulator import experiments
+    from etl.simulator.model import MB, SimParams
+
+    if args.sim_command == "figures":
+        base = SimParams(duration_s=600.0, warmup_s=60.0) if args.quick else SimParams()
+        command = "etl simulate figures --out " + args.out + (" --quick" if args.quick else "")
+        results = experiments.run_experiments(base, quick=args.quick, progress=_progress)
+        out = Path(args.out)
+        json_path = experiments.write_results(results, out, command)
+        for path in experiments.write_figures(results, out):
+            _progress(f"wrote {path}")
+        _progress(f"wrote {json_path} ({results['wall_seconds']:.0f} s of simulation)")
+        return 0
+    try:
+        fields = dict(
+            rate=args.rate,
+            relation_bytes=int(args.relation_mb * MB),
+            memory_budget=int(args.memory_mb * MB),
+            b=args.b,
+            n_invoke=args.n_invoke,
+            max_wait_s=args.max_wait_s,
+            duration_s=args.minutes * 60,
+            warmup_s=min(360.0, args.minutes * 60 / 8),
+            seed=args.seed,
+        )
+        if args.pqrs:
+            pqrs = tuple(float(x) for x in args.pqrs.split(","))
+            if len(pqrs) != 4 or abs(sum(pqrs) - 1) > 1e-9 or min(pqrs) < 0:
+                raise ValueError("--pqrs: expected four non-negative numbers p,q,r,s summing to 1")
+            fields["pqrs"] = pqrs
+        params = SimParams(**fields)
+    except ValueError as exc:
+        print(f"etl: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.sim_command == "recommend":
+        _print(experiments.recommend(params, progress=_progress), True)
+    else:
+        from etl.simulator.engine import simulate
+
+        result = simulate(args.strategy, params).as_dict()
+        result.pop("buffered")
+        _print(result, True)
+    return 0
+
+
+def config_from_args(args: argparse.Namespace) -> EtlConfig:
+    overrides = {
+        "join_strategy": args.join_strategy,
+        "spark_master": args.spark_master,
+        "warehouse_root": args.warehouse_root,
+        "landing_root": args.landing_root,
+    }
+    if args.settings_json.strip():
+        overrides.update(_json_object(args.settings_json, "--settings-json"))
+    for item in args.set:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected NAME=VALUE")
+        k, v = item.split("=", 1)
+        overrides[k.strip()] = v.strip()
+    cfg = load_config(args.config, overrides=overrides)
+    if getattr(args, "strategy_settings", "").strip():
+        given = _json_object(args.strategy_settings, "--strategy-settings")
+        cfg = cfg.replace(**strategy_settings(cfg.join_strategy, given))
+    return cfg
+
+
+def _json_object(text: str, flag: str) -> dict:
+    try:
+        given = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{flag}: not valid JSON ({exc})") from None
+    if not isinstance(given, dict):
+        raise ConfigError(f"{flag}: expected a JSON object of setting names to values")
+    return given
+
+
+def _print(summary: dict, as_json: bool, text: str | None = None) -> None:
+    print(json.dumps(summary, indent=2, sort_keys=True, default=str) if as_json or text is None else text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    if args.command == "simulate":
+        return _simulate(args)
+    try:
+        cfg = config_from_args(args)
+        if args.command == "generate":
+            return _generate(args, cfg)
+        from etl.core.interval import Interval, parse_minute
+
+        interval = Interval.parse(args.start, args.end) if args.command not in ("init", "maintain", "unlock") else None
+        move_to = parse_minute(args.move_to) if getattr(args, "move_to", None) else None
+        if args.command == "maintain":
+            from etl.maintenance import check_steps
+
+            args.steps_checked = check_steps([x.strip() for x in args.steps.split(",") if x.strip()])
+    except (ConfigError, ValueError) as exc:
+        print(f"etl: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+
+    from etl import jobs
+
+    if args.command == "report":
+        rep = jobs.report(cfg, interval)
+        _print(rep, args.json, jobs.format_report(rep))
+        return 0
+    if args.command == "unlock":
+        from etl.io.lock import WarehouseLocked, unlock
+
+        try:
+            print(unlock(cfg.meta_path, force=args.force, stale_after=cfg.lock_stale_seconds))
+        except WarehouseLocked as exc:
+            print(f"etl: error: {exc}", file=sys.stderr)
+            return EXIT_LOCKED
+        return 0
+
+    spark = None
+    try:
+        from etl.io.spark import build_spark_session
+
+        spark = build_spark_session(cfg, app_name=f"etl-{args.command}")
+        return _run(spark, cfg, args, interval, move_to)
+    except Exception as exc:
+        code, message = exit_code_of(exc)
+        if code is None:
+            raise
+        print(f"etl: {message}", file=sys.stderr)
+        return code
+    finally:
+        if spark is not None:
+            spark.stop()
+
+
+def exit_code_of(exc: BaseException) -> tuple[int | None, str]:
+    """The documented exit code and message of an error, or (None, ...) for a bug (exit 1, trace)."""
+    import errno
+
+    from etl.io.landing import LandingError
+    from etl.io.lock import WarehouseLocked
+    from etl.io.runs import LandingChanged, OverlappingRunError
+    from etl.jobs import RejectionCeilingExceeded, RunAlreadyLoaded, ValidationFailed
+    from etl.maintenance import MaintenanceBlocked
+
+    if isinstance(exc, (ConfigError, LandingError, OverlappingRunError, LandingChanged, RunAlreadyLoaded)):
+        return EXIT_CONFIG, f"error: {exc}"
+    if isinstance(exc, (WarehouseLocked, MaintenanceBlocked)):
+        return EXIT_LOCKED, f"error: {exc}"
+    if isinstance(exc, ValidationFailed):
+        return EXIT_VALIDATION, str(exc)
+    if isinstance(exc, RejectionCeilingExceeded):
+        return EXIT_REJECTIONS, str(exc)
+    text = "".join(str(e) for e in _chain(exc))
+    if any(isinstance(e, OSError) and e.errno == errno.ENOSPC for e in _chain(exc)) or "No space left on device" in text:
+        return EXIT_LOCKED, (
+            "error: no space left on device (warehouse, meta, runs or Spark's scratch space): free space and "
+            "rerun; nothing is lost, the rerun resumes where this one stopped"
+        )
+    if any(isinstance(e, PermissionError) for e in _chain(exc)) or "Permission denied" in text or "AccessDeniedException" in text:
+        return EXIT_CONFIG, f"error: permission denied: {_first_line(text)}; fix the permissions and rerun"
+    return None, ""
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if "Permission denied" in line or "AccessDenied" in line:
+            return line.strip()[:300]
+    return text.strip().splitlines()[0][:300] if text.strip() else ""
+
+
+def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> int:
+    from etl import jobs
+
+    if args.command == "init":
+        from etl.io.tables import ensure_tables
+
+        created = ensure_tables(spark, cfg)
+        print(f"created: {', '.join(created) or 'nothing (all tables exist)'} under {cfg.warehouse_uri}")
+        return 0
+    if args.command == "maintain":
+        from etl.maintenance import maintain
+
+        _print(maintain(spark, cfg, args.steps_checked, progress=_progress), True)
+        return 0
+    if args.command == "quality-report":
+        from etl.quality.report import build_report, summarize
+
+        summary = summarize(build_report(spark, cfg, interval))
+        _progress(f"report: {summary['plot']}; suites {'passed' if summary['suites_passed'] else 'FAILED'}")
+        _print(summary, True)
+        return 0
+    if args.command == "late-lines":
+        _print(jobs.late_lines(spark, cfg, interval, move_to), True)
+        return 0
+    if args.command == "discard":
+        _print(jobs.discard(spark, cfg, interval), True)
+        return 0
+    if args.command in ("ingest", "run"):
+        summary = jobs.ingest(spark, cfg, interval)
+        _progress(f"ingested {summary['valid']} valid, {summary['rejected']} rejected of {summary['lines']} lines")
+        if summary["skipped"]:
+            _progress(f"skipped {len(summary['skipped'])} entries of the landing zone that are not landing files "
+                      f"(listed in the summary): {summary['skipped'][0]['name']}: {summary['skipped'][0]['reason']} ...")
+    if args.command in ("load", "run"):
+        summary = jobs.load(spark, cfg, interval, progress=_progress)
+        _progress(f"loaded: {summary['outcomes']}, {summary['keys_allocated']} keys allocated")
+    if args.command in ("validate", "run"):
+        summary = jobs.validate(spark, cfg, interval)
+        _progress(f"quality gate passed; Data Docs: {summary['data_docs']}")
+    if args.command == "run":
+        rep = jobs.report(cfg, interval)
+        _print(rep, args.json, jobs.format_report(rep))
+    else:
+        _print(summary, True)
+    return 0
+
+
+def _generate(args: argparse.Namespace, cfg: EtlConfig) -> int:
+    from etl.core.interval import parse_ts
+    from etl.generator import StreamSpec, generate_stream, spec_dict
+
+    try:
+        p, q, r, s = (float(x) for x in args.pqrs.split(","))
+        spec = StreamSpec(
+            start=parse_ts(args.start),
+            duration_s=args.duration,
+            sources=tuple(x.strip() for x in args.sources.split(",") if x.strip()),
+            rate=args.rate,
+            key_domain=args.key_domain,
+            new_key_share=args.new_key_share,
+            duplicate_share=args.duplicate_share,
+            unchanged_share=args.unchanged_share,
+            malformed_share=args.malformed_share,
+            b=args.b,
+            p=p,
+            q=q,
+            r=r,
+            s=s,
+            seed=args.seed,
+        )
+        result = generate_stream(spec, cfg.landing_path, overwrite=args.overwrite, progress=_progress)
+    except (ValueError, FileExistsError) as exc:
+        print(f"etl: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    print(json.dumps({"spec": spec_dict(spec), **result.summary(), "landing_root": str(cfg.landing_path)}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

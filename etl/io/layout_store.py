@@ -1,0 +1,57 @@
+"""The warehouse's layout file (``<meta_root>/segment_layout.json``): written once, read on every run,
+so changing ``n_part`` or ``key_domain`` in the configuration never re-maps stored keys.
+
+Maintenance stages a new layout next to it (``segment_layout.json.next``) before it rewrites
+``key_map``; ``settle_pending_layout`` decides after a crash which of the two the table follows.
+The load calls it under the load lock, so it lives here and the load never imports maintenance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+from etl.core.config import EtlConfig
+from etl.core.layout import HashLayout, SlotArray, layout_from_json
+from etl.io.tables import read
+from etl.transforms.layout import segment_column
+
+LAYOUT_FILE = "segment_layout.json"  # under meta_root
+PENDING = ".next"  # suffix of a layout staged by maintenance
+
+
+def write_layout(cfg: EtlConfig, layout, suffix: str = "") -> Path:
+    path = cfg.meta_path / (LAYOUT_FILE + suffix)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(layout.to_json())
+    tmp.replace(path)
+    return path
+
+
+def load_layout(cfg: EtlConfig, kind: str = "range"):
+    """The warehouse's layout; created from the configuration (of ``kind``) the first time."""
+    path = cfg.meta_path / LAYOUT_FILE
+    if path.exists():
+        return layout_from_json(path.read_text())
+    layout = HashLayout(cfg.n_part) if kind == "hash" else SlotArray.even(cfg.key_domain, cfg.n_part)
+    write_layout(cfg, layout)
+    return layout
+
+
+def _mismatches(spark, cfg: EtlConfig, layout) -> int:
+    seg = segment_column(layout)
+    return read(spark, cfg, "key_map").where(seg(F.col("source_id"), F.col("natural_key")) != F.col("segment_id")).count()
+
+
+def settle_pending_layout(spark, cfg: EtlConfig) -> str | None:
+    """After a crash mid-rebalance: keep the layout the table follows, drop the other."""
+    pending = cfg.meta_path / (LAYOUT_FILE + PENDING)
+    if not pending.exists():
+        return None
+    layout = layout_from_json(pending.read_text())
+    if _mismatches(spark, cfg, layout) == 0:
+        pending.replace(cfg.meta_path / LAYOUT_FILE)
+        return "promoted"
+    pending.unlink()
+    return "discarded"

@@ -1,0 +1,132 @@
+"""What the warehouse knows about runs: which are ingested, which have started loading, which
+strategy owns a run, and the checks that refuse a run before it writes anything.
+
+A run has *started loading* once any of its load state is durable: a ledger row, a logged batch,
+a wait-buffer row or a run snapshot. From then on its ingested updates must not change (a
+rerun's ingest compares the landing files with ``landed_files``) and only the strategy that
+started it may continue it (its wait buffer or MESHJOIN queue would otherwise be dropped).
+"""
+
+from __future__ import annotations
+
+from etl.core import registry
+from etl.core.config import ConfigError, EtlConfig
+from etl.core.interval import Interval, overlapping
+from etl.io.landing import Fingerprint, compare, file_digest
+from etl.io.tables import read
+
+
+class OverlappingRunError(RuntimeError):
+    """The interval overlaps a different interval already ingested or loaded: its updates would be
+    loaded twice."""
+
+
+class RunOwnedByAnotherStrategy(ConfigError):
+    """A run started with one join strategy cannot be continued with another."""
+
+
+def snapshot_runs(cfg: EtlConfig) -> dict[str, str]:
+    """run_key -> strategy of every run snapshot (``<run_key>.<strategy>.json``) under meta_root."""
+    out = {}
+    for p in (cfg.meta_path / "runs").glob("*.json"):
+        run_key, _, strategy = p.name[: -len(".json")].partition(".")
+        out[run_key] = strategy
+    return out
+
+
+def has_started(spark, cfg: EtlConfig, run_key: str) -> bool:
+    """Whether any load state of the run is durable (partition-pruned reads: cheap)."""
+    if run_key in snapshot_runs(cfg):
+        return True
+    return any(
+        read(spark, cfg, table).where(f"run_key = '{run_key}'").limit(1).count()
+        for table in ("batch_ledger", "wait_buffer", "outcome_log")
+    )
+
+
+def known_runs(spark, cfg: EtlConfig) -> set[str]:
+    """Every run ingested (``landed_files``) or loaded (the ledger): the intervals a new one must
+    not overlap. (A run ingested by a version without ``landed_files`` and never loaded is not
+    seen; load it or discard it before ingesting an overlapping interval.)"""
+    keys = read(spark, cfg, "batch_ledger").select("run_key").union(read(spark, cfg, "landed_files").select("run_key"))
+    return {r[0] for r in keys.distinct().collect()} | set(snapshot_runs(cfg))
+
+
+def check_no_overlap(spark, cfg: EtlConfig, interval: Interval, known: set[str] | None = None) -> None:
+    """Refuse an interval sharing a minute with another run that is ingested or loaded."""
+    others = overlapping(interval, known_runs(spark, cfg) if known is None else known)
+    if not others:
+        return
+    other = others[0]
+    o = Interval.from_run_key(other)
+    span = f"--start {o.start:%Y-%m-%dT%H:%M} --end {o.end:%Y-%m-%dT%H:%M}"
+    if has_started(spark, cfg, other):
+        hint = "runs must not share landing minutes; rerun that exact interval instead"
+    else:
+        hint = (f"it is ingested but not loaded: load it (etl load {span}) or drop its ingest "
+                f"(etl discard {span}), then retry")
+    raise OverlappingRunError(f"interval {interval.run_key} overlaps the interval {other}: {hint}")
+
+
+def run_owner(spark, cfg: EtlConfig, run_key: str, layout_kind: str | None = None) -> str | None:
+    """The strategy that started loading ``run_key``, or ``None`` if it has not started."""
+    rows = read(spark, cfg, "batch_ledger").where(f"run_key = '{run_key}'").select("strategy").distinct().collect()
+    if rows:
+        return rows[0][0]
+    snap = snapshot_runs(cfg).get(run_key)
+    if snap:
+        return snap
+    if read(spark, cfg, "wait_buffer").where(f"run_key = '{run_key}'").limit(1).count():
+        return registry.wait_buffer_owner(layout_kind)
+    return None
+
+
+def run_finished(spark, cfg: EtlConfig, run_key: str) -> bool:
+    """The run's end-of-run release (``flush``) is committed: nothing of it is pending."""
+    return bool(read(spark, cfg, "batch_ledger").where(f"run_key = '{run_key}' AND batch_index = -1").limit(1).count())
+
+
+def check_owner(spark, cfg: EtlConfig, run_key: str, strategy: str, layout_kind: str | None = None) -> str | None:
+    """The run's owner; ``RunOwnedByAnotherStrategy`` if it is another strategy and the run has
+    work pending (a finished run may be rerun with any strategy: there is nothing left to do)."""
+    owner = run_owner(spark, cfg, run_key, layout_kind)
+    if owner is not None and owner != strategy and not run_finished(spark, cfg, run_key):
+        i = Interval.from_run_key(run_key)
+        raise RunOwnedByAnotherStrategy(
+            f"run {run_key} was started with join strategy {owner!r}, not {strategy!r}: its pending updates "
+            f"are held by {owner}. Finish it with `etl load --start {i.start:%Y-%m-%dT%H:%M} --end "
+            f"{i.end:%Y-%m-%dT%H:%M} --join-strategy {owner}` (or the DAG parameter join_strategy={owner}); "
+            f"later runs may use {strategy}"
+        )
+    return owner
+
+
+def recorded_files(spark, cfg: EtlConfig, run_key: str) -> dict[str, Fingerprint]:
+    rows = read(spark, cfg, "landed_files").where(f"run_key = '{run_key}'").collect()
+    return {r.file_name: Fingerprint(r.file_name, r.bytes, r.sha256, r.lines, r.blank_lines) for r in rows}
+
+
+class LandingChanged(RuntimeError):
+    """Landing files of a run that has started loading differ from what its ingest read."""
+
+
+def landing_changes(spark, cfg: EtlConfig, interval: Interval, files) -> list:
+    """How the run's landing files now differ from ``landed_files`` (empty: unchanged). ``files``:
+    the run's ``LandedFile``s as the landing zone lists them now."""
+    recorded = recorded_files(spark, cfg, interval.run_key)
+    if not recorded and read(spark, cfg, "ingested_updates").where(f"run_key = '{interval.run_key}'").limit(1).count():
+        return []  # ingested by a version that kept no fingerprints: nothing to compare with
+    current = {f.name: file_digest(f.path, recorded[f.name].bytes if f.name in recorded else None) for f in files}
+    return compare(recorded, current)
+
+
+def describe_changes(interval: Interval, changes) -> str:
+    lines = [f"  {c.name}: {c.kind}" + (f" ({c.recorded_bytes} -> {c.current_bytes} bytes)" if c.kind in ("appended", "changed") else "")
+             for c in changes]
+    span = f"--start {interval.start:%Y-%m-%dT%H:%M} --end {interval.end:%Y-%m-%dT%H:%M}"
+    return (
+        f"landing files of run {interval.run_key} changed after it was loaded (landed files are immutable "
+        f"once their run has loaded; docs/ingest.md, 'Late lines'):\n" + "\n".join(lines) +
+        f"\nMove appended or added lines to a minute no run has loaded with `etl late-lines {span} "
+        f"--move-to YYYY-MM-DDTHH:MM`; restore changed or removed files to what was loaded"
+    )

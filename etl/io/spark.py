@@ -1,0 +1,77 @@
+"""The Spark session factory: Delta configured, master/memory/warehouse root from the configuration
+(the settings themselves are ``etl.core.spark_conf``, shared with the DAGs' spark-submit)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+from pyspark.sql import SparkSession
+
+from etl.core.config import EtlConfig, load_config
+from etl.core.spark_conf import delta_package, spark_conf
+
+
+def check_java() -> str:
+    """Fail with a clear message when there is no Java 17+ to run Spark on."""
+    java = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin")) or shutil.which("java")
+    if not java:
+        raise RuntimeError("Java was not found: Spark needs Java 17 or newer on PATH (or JAVA_HOME set).")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    return out.splitlines()[0] if out else java
+
+
+def in_spark_submit() -> bool:
+    """True when spark-submit launched this Python (master and jars were set on the command line)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master: str | None = None):
+    """A SparkSession with Delta. Under spark-submit the submitted master and jars are kept."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    builder = SparkSession.builder.appName(app_name)
+    conf = spark_conf(cfg)
+    if in_spark_submit():
+        conf.pop("spark.jars.packages")
+        conf.pop("spark.driver.memory")
+        conf.pop("spark.driver.extraJavaOptions", None)  # the driver JVM is already running
+    else:
+        check_java()
+        builder = builder.master(master or cfg.spark_master)
+        # Ingestion runs Python on the executors (etl.core.records): the interpreter that has this
+        # package (PySpark hands PYSPARK_PYTHON to the executors; spark-submit sets it itself).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    # Numbering a micro-batch's tuples in arrival order (new surrogate keys, epochs) is a global
+    # sort of one bounded batch by design; Spark warns about it on every batch. Planning happens
+    # on the driver, so quieting the driver's logger is enough.
+    try:
+        jvm = session.sparkContext._jvm
+        for noisy in (
+            "org.apache.spark.sql.execution.window.WindowExec",  # single-partition numbering, by design
+            "org.apache.spark.rdd.MapPartitionsRDD",  # "locally checkpointed" notes on every step
+        ):
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(noisy, jvm.org.apache.logging.log4j.Level.ERROR)
+    except Exception:  # pragma: no cover - a different logging backend: keep the warning
+        pass
+    return session
+
+
+def _prefetch() -> None:
+    """Start and stop a session once so Spark downloads the Delta jars into its Ivy cache."""
+    print(f"java: {check_java()}")
+    cfg = load_config()
+    print(f"fetching {delta_package(cfg)} (cached after the first time)...", flush=True)
+    spark = build_spark_session(cfg.replace(spark_master="local[1]"), app_name="etl-prefetch")
+    spark.range(1).count()
+    spark.stop()
+    print("Spark with Delta is ready.")
+
+
+if __name__ == "__main__":
+    _prefetch()

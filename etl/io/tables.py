@@ -1,0 +1,96 @@
+"""Delta I/O at the edges: create the warehouse tables, read them, and write idempotently."""
+
+from __future__ import annotations
+
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F
+
+from etl.core.config import EtlConfig
+from warehouse.schemas import TABLES
+
+DELETION_VECTORS = "delta.enableDeletionVectors"
+
+
+def ensure_tables(spark, cfg: EtlConfig) -> list[str]:
+    """Create every warehouse table that does not exist yet; a no-op on an existing warehouse.
+
+    ``deletion_vectors`` is applied when a table is created: turning it on for an existing table
+    upgrades its Delta protocol, which older readers cannot follow, so that stays the owner's
+    decision (docs/operations.md)."""
+    import fcntl
+
+    if not cfg.warehouse_on_object_store:
+        cfg.warehouse_path.mkdir(parents=True, exist_ok=True)
+    cfg.meta_path.mkdir(parents=True, exist_ok=True)
+    # Two first runs at once (two intervals ingested together, or `etl init` beside a run) would
+    # both create the same tables; the loser's commit fails half-way. Creation is serialised by
+    # an advisory lock, released by the kernel when its process dies (no stale lock possible).
+    with open(cfg.meta_path / "tables.lock", "a") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        try:
+            return [t.name for t in TABLES.values() if _create(spark, cfg, t)]
+        finally:
+            fcntl.flock(guard, fcntl.LOCK_UN)
+
+
+def _create(spark, cfg: EtlConfig, table) -> bool:
+    """Create one table unless it exists; ``True`` if this call created it."""
+    path = cfg.table_path(table.name)
+    if DeltaTable.isDeltaTable(spark, path):
+        _add_missing_columns(spark, path, table.schema)
+        return False
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(table.schema)
+    if table.partition_by:
+        builder = builder.partitionedBy(*table.partition_by)
+    if table.merge_target and cfg.deletion_vectors:
+        builder = builder.property(DELETION_VECTORS, "true")
+    builder.execute()
+    return True
+
+
+def _add_missing_columns(spark, path: str, schema) -> None:
+    """A warehouse made by an older version gains the (nullable) columns added since."""
+    have = {f.name for f in spark.read.format("delta").load(path).schema.fields}
+    names = schema.fieldNames()
+    for i, f in enumerate(schema.fields):
+        if f.name in have:
+            continue
+        where = f"AFTER `{names[i - 1]}`" if i else "FIRST"  # keep the schema's column order
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (`{f.name}` {f.dataType.simpleString()} {where})")
+        have.add(f.name)
+
+
+def read(spark, cfg: EtlConfig, name: str):
+    return spark.read.format("delta").load(cfg.table_path(name))
+
+
+def conform(df, name: str):
+    """Cast and order ``df``'s columns as the table's schema says."""
+    return df.select([F.col(f.name).cast(f.dataType).alias(f.name) for f in TABLES[name].schema.fields])
+
+
+def append_once(df, cfg: EtlConfig, name: str, txn_version: int, app_id: str = "active-dw-etl") -> None:
+    """Append, skipped by Delta if this ``(app_id, txn_version)`` was already committed (a retry)."""
+    (
+        conform(df, name)
+        .write.format("delta")
+        .mode("append")
+        .option("txnAppId", f"{app_id}:{name}")
+        .option("txnVersion", txn_version)
+        .save(cfg.table_path(name))
+    )
+
+
+def replace_partition(df, cfg: EtlConfig, name: str, column: str, value: str) -> None:
+    """Overwrite exactly the rows where ``column = value``: rerunning gives the same table."""
+    (
+        conform(df, name)
+        .write.format("delta")
+        .mode("overwrite")
+        .option("replaceWhere", f"{column} = '{value}'")
+        .save(cfg.table_path(name))
+    )
+
+
+def table_bytes(spark, cfg: EtlConfig, name: str) -> int:
+    return int(DeltaTable.forPath(spark, cfg.table_path(name)).detail().select("sizeInBytes").first()[0] or 0)

@@ -1,0 +1,218 @@
+"""Great Expectations as a hard gate after each load, with Data Docs at a known path.
+
+The context is a file context under ``gx_root``; Data Docs are written to
+``<gx_root>/gx/uncommitted/data_docs/local_site/index.html``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+from etl.core.config import EtlConfig
+from etl.core.interval import Interval
+from etl.io.landing import scan_landing
+from etl.io.runs import landing_changes
+from etl.io.tables import read
+
+log = logging.getLogger(__name__)
+DATASOURCE = "warehouse"
+
+
+def data_docs_index(cfg: EtlConfig) -> Path:
+    return cfg.gx_path / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+
+
+def conservation_frame(spark, cfg: EtlConfig, interval: Interval | None):
+    """One row per counting identity: ``check``, ``expected``, ``actual``. For one run, or (``None``)
+    for the whole warehouse. A run's updates in are the lines its ingest fingerprinted
+    (``landed_files``); that the landing files still match those fingerprints is a check of its own."""
+    def of(name):
+        df = read(spark, cfg, name)
+        return df.where(F.col("run_key") == interval.run_key) if interval is not None else df
+
+    ingested = of("ingested_updates").count()
+    rejected = of("rejected_updates").count()
+    log_rows = of("outcome_log")
+    logged = log_rows.count()
+    new_outcomes = log_rows.where(F.col("outcome") == "new").count()
+    applied = of("applied_changes").count()
+    quarantined = of("duplicates_quarantine").count()
+    km = read(spark, cfg, "key_map")
+    if interval is not None:
+        seqs = [r[0] for r in of("batch_ledger").select("batch_seq").collect()]
+        created = km.where(F.col("created_batch_seq").isin(seqs)).count() if seqs else 0
+        landed = int(of("landed_files").agg(F.sum("lines")).first()[0] or 0)
+        changed = len(landing_changes(spark, cfg, interval, scan_landing(cfg.landing_path, interval.start, interval.end).files))
+    else:
+        created = km.count()
+        landed = ingested + rejected
+        changed = 0
+    rows = [
+        ("updates in = matched + new + duplicate + stale + rejected", landed, applied + quarantined + rejected),
+        ("landed lines = ingested + rejected", landed, ingested + rejected),
+        ("landing files changed since ingest (late lines: etl late-lines)", 0, changed),
+        ("ingested = outcomes logged", ingested, logged),
+        ("outcomes logged = applied + quarantined", logged, applied + quarantined),
+        ("new outcomes = key_map rows created", new_outcomes, created),
+    ]
+    if interval is None:
+        rows = rows[3:]  # the first three need the landed files of a run
+    return spark.createDataFrame(rows, "check string, expected long, actual long")
+
+
+def _checkpoint(context, name: str, expectations: list):
+    import great_expectations as gx
+    from great_expectations.checkpoint import UpdateDataDocsAction
+
+    source = context.data_sources.add_or_update_spark(name=DATASOURCE)
+    try:
+        asset = source.get_asset(name)
+    except LookupError:
+        asset = source.add_dataframe_asset(name=name)
+    try:
+        batch_def = asset.get_batch_definition("whole")
+    except (KeyError, LookupError, ValueError):
+        batch_def = asset.add_batch_definition_whole_dataframe("whole")
+    suite = context.suites.add_or_update(gx.ExpectationSuite(name=f"{name}_suite", expectations=expectations))
+    definition = context.validation_definitions.add_or_update(
+        gx.ValidationDefinition(name=f"{name}_gate", data=batch_def, suite=suite)
+    )
+    return context.checkpoints.add_or_update(
+        gx.Checkpoint(
+            name=f"{name}_gate",
+            validation_definitions=[definition],
+            actions=[UpdateDataDocsAction(name="update_data_docs")],
+            result_format="SUMMARY",
+        )
+    )
+
+
+def run_load_gate(spark, cfg: EtlConfig, interval: Interval) -> dict:
+    """Run every suite of ``expectations.SUITES`` against the warehouse after the run's load."""
+    return run_suites(spark, cfg, interval.run_key, interval)
+
+
+def run_suites(spark, cfg: EtlConfig, run_name: str, interval: Interval | None) -> dict:
+    """Every suite of ``expectations.SUITES``; the conservation suite for ``interval`` or, when it
+    is ``None``, for the whole warehouse. Data Docs are rebuilt."""
+    # GX writes its project files in place; a kill mid-write leaves them unreadable. They are all
+    # derived from code (expectations/), so the project is rebuilt, never repaired by hand: first
+    # its configuration (keeping the validation history of Data Docs), then, if a stored result
+    # is what is broken, everything.
+    for keep_history in (True, False):
+        try:
+            return _run_suites(spark, cfg, run_name, interval)
+        except Exception as exc:
+            if not _is_gx_store_error(exc):
+                raise
+            moved = rebuild_context(cfg, keep_history)
+            log.warning("GX project under %s was unreadable (%s); rebuilt from expectations/, old files in %s",
+                        cfg.gx_path, _first_line(exc), moved)
+    return _run_suites(spark, cfg, run_name, interval)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0] if text else ''}"[:300]
+
+
+def _is_gx_store_error(exc: BaseException) -> bool:
+    """An error reading GX's own files (YAML/JSON of the project, its stores), not of the data."""
+    import json
+
+    import yaml
+
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError)):
+            return True
+        if type(exc).__module__.startswith("great_expectations") and "Spark" not in type(exc).__name__:
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def rebuild_context(cfg: EtlConfig, keep_history: bool = True) -> Path | None:
+    """Move the GX project's files aside (kept for inspection under ``gx.broken-<time>``) so the
+    next ``get_context`` makes a fresh one. ``keep_history`` keeps ``uncommitted/`` (validation
+    results and Data Docs); Data Docs are rebuilt at the next validation either way."""
+    import shutil
+    import time
+
+    project = cfg.gx_path / "gx"
+    if not project.exists():
+        return None
+    aside = cfg.gx_path / f"gx.broken-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}-{int(keep_history)}"
+    aside.mkdir(parents=True)
+    for entry in project.iterdir():
+        if keep_history and entry.name == "uncommitted":
+            continue
+        shutil.move(str(entry), str(aside / entry.name))
+    if not keep_history:
+        project.rmdir()
+    return aside
+
+
+def open_context(cfg: EtlConfig):
+    """The project's file context under ``gx_root``; rebuilt from code when its files are unreadable."""
+    import great_expectations as gx
+
+    cfg.gx_path.mkdir(parents=True, exist_ok=True)
+    try:
+        return gx.get_context(mode="file", project_root_dir=str(cfg.gx_path))
+    except Exception as exc:
+        if not _is_gx_store_error(exc):
+            raise
+        moved = rebuild_context(cfg)
+        log.warning("GX project under %s was unreadable (%s); rebuilt, old files in %s", cfg.gx_path, _first_line(exc), moved)
+        return gx.get_context(mode="file", project_root_dir=str(cfg.gx_path))
+
+
+def _run_suites(spark, cfg: EtlConfig, run_name: str, interval: Interval | None) -> dict:
+    import great_expectations as gx  # noqa: F401
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    from expectations import SUITES
+
+    context = open_context(cfg)
+    # In memory only: no progress bars in task logs.
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    frames = {
+        "key_map": lambda: read(spark, cfg, "key_map"),
+        "customer_current": lambda: read(spark, cfg, "customer_current"),
+        "run_conservation": lambda: conservation_frame(spark, cfg, interval),
+    }
+    checks = []
+    conservation_rows = []
+    for name, factory in SUITES.items():
+        df = frames[name]()
+        if name == "run_conservation":
+            conservation_rows = [r.asDict() for r in df.collect()]
+        checkpoint = _checkpoint(context, name, factory())
+        result = checkpoint.run(batch_parameters={"dataframe": df}, run_id=RunIdentifier(run_name=run_name))
+        for validation in result.run_results.values():
+            for r in validation.results:
+                config = r.expectation_config
+                checks.append(
+                    {
+                        "table": name,
+                        "expectation": config.type,
+                        "kwargs": {k: v for k, v in config.kwargs.items() if k != "batch_id"},
+                        "success": bool(r.success),
+                        "unexpected_count": (r.result or {}).get("unexpected_count"),
+                    }
+                )
+    return {
+        "run_key": run_name,
+        "success": all(c["success"] for c in checks),
+        "checks": checks,
+        "conservation": conservation_rows,
+        "data_docs": str(data_docs_index(cfg)),
+    }

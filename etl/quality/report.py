@@ -1,0 +1,185 @@
+"""The data-quality report: every suite over the warehouse, Data Docs, and windowed metrics per
+source (duplicate, new-key and rejected rates, production delay) with plots.
+
+Spark aggregates each update once, into its pane (``etl.core.panes``); the windows are combined from
+the panes in Python. Output under ``<reports_root>/<start>-<end>/``: ``report.json``,
+``windows.csv`` and ``quality_metrics.png``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+from datetime import datetime, timezone
+from pathlib import Path
+
+from pyspark.sql import functions as F
+
+from etl.core.config import EtlConfig
+from etl.core.interval import Interval
+from etl.core.panes import BUCKETS_PER_DOUBLING, COUNTS, Pane, pane_seconds, window_metrics, windows
+from etl.io.tables import read
+from etl.quality.gate import run_suites
+
+log = logging.getLogger(__name__)
+
+
+def report_dir(cfg: EtlConfig, interval: Interval) -> Path:
+    return cfg.reports_path / interval.run_key
+
+
+def pane_aggregates(spark, cfg: EtlConfig, interval: Interval) -> dict[tuple[str, int], Pane]:
+    """Per (source, pane): outcome counts, rejected count, delay sum/count/max and histogram."""
+    range_s, slide_s = cfg.report_window_seconds, cfg.report_slide_seconds
+    pane_s = pane_seconds(range_s, slide_s)
+    spans = windows(int(interval.start.timestamp()), int(interval.end.timestamp()), range_s, slide_s)
+    lo = datetime.fromtimestamp(spans[0][0], tz=timezone.utc)
+    hi = datetime.fromtimestamp(spans[-1][1], tz=timezone.utc)
+
+    def pane_col(ts):
+        return (F.floor(F.unix_seconds(ts) / pane_s) * pane_s).cast("long")
+
+    ledger = read(spark, cfg, "batch_ledger").select("batch_seq", "committed_at")
+    outcomes = (
+        read(spark, cfg, "outcome_log")
+        .where((F.col("arrival_ts") >= F.lit(lo)) & (F.col("arrival_ts") < F.lit(hi)))
+        .join(ledger, "batch_seq")
+        .select(
+            "source_id",
+            "outcome",
+            pane_col(F.col("arrival_ts")).alias("pane"),
+            ((F.unix_micros("committed_at") - F.unix_micros("arrival_ts")) / 1e6).alias("delay_s"),
+        )
+        .withColumn(
+            "bucket",
+            F.floor(F.lit(BUCKETS_PER_DOUBLING) * F.log2(F.greatest(F.col("delay_s") * 1000, F.lit(1.0)))).cast("int"),
+        )
+        .cache()
+    )
+    panes: dict[tuple[str, int], Pane] = {}
+
+    def pane(source, start) -> Pane:
+        return panes.setdefault((source or "(unknown)", int(start)), Pane())
+
+    try:
+        for r in outcomes.groupBy("source_id", "pane").agg(
+            F.count(F.lit(1)).alias("updates"),
+            *[F.sum((F.col("outcome") == k).cast("long")).alias(k) for k in ("matched", "new", "duplicate", "stale")],
+            F.sum("delay_s").alias("delay_sum"),
+            F.max("delay_s").alias("delay_max"),
+        ).collect():
+            pane(r["source_id"], r["pane"]).add(
+                Pane(
+                    counts={k: int(r[k]) for k in ("updates", "matched", "new", "duplicate", "stale")},
+                    delay_sum_s=float(r["delay_sum"]),
+                    delay_n=int(r["updates"]),
+                    delay_max_s=float(r["delay_max"]),
+                )
+            )
+        for r in outcomes.groupBy("source_id", "pane", "bucket").count().collect():
+            pane(r["source_id"], r["pane"]).add(Pane(histogram={int(r["bucket"]): int(r["count"])}))
+    finally:
+        outcomes.unpersist()
+    rejected = read(spark, cfg, "rejected_updates").where(
+        (F.col("arrival_minute") >= F.lit(lo)) & (F.col("arrival_minute") < F.lit(hi))
+    )
+    for r in rejected.groupBy("source_id", pane_col(F.col("arrival_minute")).alias("pane")).count().collect():
+        pane(r["source_id"], r["pane"]).add(Pane(counts={"updates": int(r["count"]), "rejected": int(r["count"])}))
+    return panes
+
+
+def plot(rows: list[dict], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = [
+        ("duplicate_rate", "duplicate rate", 100.0, "%"),
+        ("new_key_rate", "new-key rate", 100.0, "%"),
+        ("rejected_rate", "rejected rate", 100.0, "%"),
+        ("delay_avg_s", "production delay (avg solid, p99 dashed)", 1.0, "s"),
+    ]
+    fig, axes = plt.subplots(2, 2, figsize=(12, 7), sharex=True)
+    sources = sorted({r["source_id"] for r in rows})
+    for ax, (key, label, scale, unit) in zip(axes.flat, metrics):
+        for i, source in enumerate(sources):
+            mine = [r for r in rows if r["source_id"] == source]
+            x = [datetime.fromtimestamp(r["window_end"], tz=timezone.utc) for r in mine]
+            y = [r[key] * scale if r[key] is not None else float("nan") for r in mine]
+            line = ax.plot(x, y, marker="o", markersize=3, label=source)[0]
+            if key == "delay_avg_s":
+                p99 = [r["delay_p99_s"] if r["delay_p99_s"] is not None else float("nan") for r in mine]
+                ax.plot(x, p99, linestyle="--", color=line.get_color())
+        ax.set_title(label)
+        ax.set_ylabel(unit)
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend(title="source", fontsize=8)
+    for ax in axes[1]:
+        ax.set_xlabel("window end (UTC)")
+        ax.tick_params(axis="x", rotation=30)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def build_report(spark, cfg: EtlConfig, interval: Interval) -> dict:
+    out = report_dir(cfg, interval)
+    out.mkdir(parents=True, exist_ok=True)
+    gate = run_suites(spark, cfg, f"report-{interval.run_key}", None)
+    panes = pane_aggregates(spark, cfg, interval)
+    rows = window_metrics(
+        panes,
+        int(interval.start.timestamp()),
+        int(interval.end.timestamp()),
+        cfg.report_window_seconds,
+        cfg.report_slide_seconds,
+    )
+    with open(out / "windows.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]) if rows else ["source_id"])
+        writer.writeheader()
+        writer.writerows(rows)
+    png = out / "quality_metrics.png"
+    plot(
+        rows,
+        png,
+        f"{interval.run_key}: {cfg.report_window_seconds // 60}-min windows every {cfg.report_slide_seconds // 60} min",
+    )
+    start_s, end_s = int(interval.start.timestamp()), int(interval.end.timestamp())
+    totals = {k: 0 for k in COUNTS}
+    for (_, pane_start), pane in panes.items():  # each update once: the panes inside the interval
+        if start_s <= pane_start < end_s:
+            for k in COUNTS:
+                totals[k] += pane.counts.get(k, 0)
+    report = {
+        "interval": interval.run_key,
+        "window_seconds": cfg.report_window_seconds,
+        "slide_seconds": cfg.report_slide_seconds,
+        "pane_seconds": pane_seconds(cfg.report_window_seconds, cfg.report_slide_seconds),
+        "suites_passed": gate["success"],
+        "failed_checks": [c for c in gate["checks"] if not c["success"]],
+        "conservation": gate["conservation"],
+        "data_docs": gate["data_docs"],
+        "plot": str(png),
+        "windows_csv": str(out / "windows.csv"),
+        "sources": sorted({r["source_id"] for r in rows}),
+        "windows": rows,
+        "interval_totals": totals,
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
+    log.info("quality report written to %s", out)
+    return report
+
+
+def summarize(report: dict) -> dict:
+    """What the DAG's last task prints and returns: no per-window rows."""
+    return {k: v for k, v in report.items() if k != "windows"}
+
+
+def read_report(cfg: EtlConfig, interval: Interval) -> dict:
+    path = report_dir(cfg, interval) / "report.json"
+    if not path.exists():
+        raise FileNotFoundError(f"no quality report at {path}: did the quality_report task run?")
+    return json.loads(path.read_text())

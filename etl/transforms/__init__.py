@@ -1,0 +1,1 @@
+"""Pure Spark functions (DataFrame -> DataFrame, key -> Column): no reads, no writes."""

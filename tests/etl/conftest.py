@@ -1,0 +1,44 @@
+"""Session fixtures of the process-level tests (crash harness, concurrent jobs): one stream landed
+and ingested once, and each strategy's uninterrupted run, computed when first needed and shared."""
+
+from __future__ import annotations
+
+import pytest
+
+from etl import jobs
+from etl.generator import StreamSpec, generate_stream
+from tests.helpers import CRASH_RUN, CRASH_T0, crash_config, deterministic_tables, start_from
+
+
+@pytest.fixture(scope="session")
+def crash_landing(tmp_path_factory):
+    root = tmp_path_factory.mktemp("crash-landing")
+    generate_stream(
+        StreamSpec(start=CRASH_T0, duration_s=120, rate=6, seed=31, key_domain=300, p=0.6, q=0.1, r=0.25, s=0.05), root
+    )
+    return root
+
+
+@pytest.fixture(scope="session")
+def crash_ingested(spark, crash_landing, tmp_path_factory):
+    """The interval ingested once; a case that crashes in the load starts from a copy of it."""
+    root = tmp_path_factory.mktemp("crash-ingested")
+    jobs.ingest(spark, crash_config(root, crash_landing), CRASH_RUN)
+    return root
+
+
+@pytest.fixture(scope="session")
+def uninterrupted(spark, crash_landing, crash_ingested, tmp_path_factory):
+    """Per strategy, the deterministic tables of the uninterrupted run."""
+    root = tmp_path_factory.mktemp("crash-reference")
+    cache: dict[str, dict] = {}
+
+    def get(strategy: str) -> dict:
+        if strategy not in cache:
+            cfg = crash_config(root / strategy, crash_landing)
+            start_from(crash_ingested, root / strategy)
+            jobs.load(spark, cfg, CRASH_RUN, strategy=strategy)
+            cache[strategy] = deterministic_tables(spark, cfg)
+        return cache[strategy]
+
+    return get

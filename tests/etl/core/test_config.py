@@ -1,0 +1,83 @@
+import pytest
+
+from etl.core.config import ConfigError, EtlConfig, load_config
+from etl.core.registry import NAMES as JOIN_STRATEGIES
+
+
+def test_defaults_use_the_thesis_table_6_2_values():
+    cfg = load_config(env={})
+    assert (cfg.n_invoke, cfg.r_wb, cfg.alpha, cfg.rho) == (3000, 0.4, 0.3, 0.25)
+    assert cfg.join_strategy == "native" and cfg.spark_master == "local[*]"
+
+
+def test_file_then_environment_then_overrides(tmp_path):
+    f = tmp_path / "etl.toml"
+    f.write_text('[etl]\nn_invoke = 10\nalpha = 0.5\nsources = ["crm", "web"]\njoin_strategy = "meshjoin"\n')
+    cfg = load_config(f, env={"ETL_ALPHA": "0.7", "ETL_SPARK_UI": "yes"}, overrides={"join_strategy": "native"})
+    assert cfg.n_invoke == 10  # file
+    assert cfg.alpha == 0.7  # environment beats file
+    assert cfg.spark_ui is True
+    assert cfg.join_strategy == "native"  # override beats both
+    assert cfg.sources == ("crm", "web")
+
+
+def test_config_file_from_environment(tmp_path):
+    f = tmp_path / "c.toml"
+    f.write_text("theta = 100\n")
+    assert load_config(env={"ETL_CONFIG": str(f)}).theta == 100
+
+
+@pytest.mark.parametrize(
+    "env, message",
+    [
+        ({"ETL_JOIN_STRATEGY": "hashjoin"}, "join_strategy"),
+        ({"ETL_MEMORY_BUDGET": "-5"}, "memory_budget"),
+        ({"ETL_ALPHA": "1.5"}, "alpha"),
+        ({"ETL_N_INVOKE": "many"}, "n_invoke"),
+        ({"ETL_R_WB": "0"}, "r_wb"),
+        ({"ETL_WAREHOUSE_ROOT": " "}, "warehouse_root"),
+    ],
+)
+def test_bad_settings_fail_naming_the_setting(env, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(env=env)
+
+
+def test_unknown_strategy_lists_the_valid_ones():
+    with pytest.raises(ConfigError) as err:
+        EtlConfig(join_strategy="nope")
+    assert all(name in str(err.value) for name in JOIN_STRATEGIES)
+
+
+def test_unknown_key_in_file_and_missing_file(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text("n_invokee = 3\n")
+    with pytest.raises(ConfigError, match="n_invokee"):
+        load_config(f, env={})
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "missing.toml", env={})
+
+
+def test_an_object_store_warehouse_needs_a_posix_meta_root(tmp_path):
+    with pytest.raises(ConfigError, match="meta_root"):
+        EtlConfig(warehouse_root="s3a://bucket/warehouse")
+    cfg = EtlConfig(warehouse_root="s3a://bucket/warehouse/", meta_root=str(tmp_path / "meta"))
+    assert cfg.warehouse_on_object_store
+    assert cfg.table_path("key_map") == "s3a://bucket/warehouse/key_map"
+    assert cfg.meta_path == tmp_path / "meta"
+    with pytest.raises(ConfigError, match="warehouse_root"):
+        cfg.warehouse_path  # noqa: B018 (no local path to give)
+
+
+@pytest.mark.parametrize("name", ["landing_root", "gx_root", "runs_root", "reports_root", "meta_root"])
+def test_only_the_warehouse_may_be_on_object_storage(name):
+    with pytest.raises(ConfigError, match=name):
+        EtlConfig(**{name: "s3a://bucket/x"})
+
+
+def test_file_uris_are_local_paths_and_meta_defaults_under_the_warehouse(tmp_path):
+    cfg = EtlConfig(warehouse_root=f"file://{tmp_path}/wh")
+    assert not cfg.warehouse_on_object_store
+    assert cfg.warehouse_path == tmp_path / "wh"
+    assert cfg.table_path("key_map") == f"{tmp_path}/wh/key_map"
+    assert cfg.meta_path == tmp_path / "wh" / "_meta"

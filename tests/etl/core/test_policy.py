@@ -1,0 +1,212 @@
+"""Each rule of the partition policy, both ways, without Spark."""
+
+import pytest
+
+from etl.core.policy import ArrivalFrequency, Eviction, Granularity, PartitionPolicy
+
+
+def policy(**over):
+    params = dict(n_invoke=10, r_wb=0.4, alpha=0.5, tau=100, rho=0.25, memory_budget=1000, wait_buffer_tuples=100)
+    params.update(over)
+    return PartitionPolicy(**params)
+
+
+# ---------------------------------------------------------------- arrival frequency
+
+
+def test_frequency_decays_by_alpha_per_epoch():
+    f = ArrivalFrequency(alpha=0.5, tau=4)
+    f.observe([1, 1, 1, 1])  # epoch 0
+    assert f.value(1) == 4
+    f.observe([2])  # first tuple of epoch 1 closes epoch 0: C'_1 = 0.5 * 4
+    assert f.value(1) == 2 and f.value(2) == 1
+    f.observe([2, 2, 2, 2])  # the 4th opens epoch 2: C'_1 = 0.5*(0+2) = 1, C'_2 = 0.5*(4+0) = 2, c_2 = 1
+    assert f.value(1) == 1 and f.value(2) == 3
+
+
+def test_frequency_matches_the_closed_formula():
+    """C_k = sum over tuples of alpha ** (epochs since the tuple's epoch), for tuple epochs."""
+    alpha, tau = 0.3, 5
+    arrivals = [1, 2, 1, 1, 3, 1, 2, 2, 2, 1, 1, 3, 3, 1, 2, 1]
+    f = ArrivalFrequency(alpha, tau)
+    f.observe(arrivals)
+    now = (len(arrivals) - 1) // tau
+    for seg in (1, 2, 3):
+        want = sum(alpha ** (now - i // tau) for i, s in enumerate(arrivals) if s == seg)
+        assert f.value(seg) == pytest.approx(want)
+
+
+def test_counts_by_epoch_equal_tuple_by_tuple():
+    arrivals = [1, 2, 1, 1, 3, 1, 2, 2, 2, 1, 1, 3, 3, 1, 2, 1]
+    one = ArrivalFrequency(0.3, 5)
+    one.observe(arrivals)
+    counts: dict = {}
+    for i, s in enumerate(arrivals):
+        counts.setdefault(i // 5, {}).setdefault(s, 0)
+        counts[i // 5][s] += 1
+    other = ArrivalFrequency(0.3, 5)
+    other.observe_counts(counts)
+    assert {s: other.value(s) for s in (1, 2, 3)} == pytest.approx({s: one.value(s) for s in (1, 2, 3)})
+
+
+# ---------------------------------------------------------------- wait buffer and probes
+
+
+def test_resident_segments_join_now_others_wait():
+    p = policy()
+    p.resident[1] = 100
+    joined, waiting = p.route({1: 5, 2: 3})
+    assert joined == {1} and waiting == {2} and p.pending == {2: 3}
+
+
+def test_a_segment_reaching_n_invoke_is_probed_and_one_below_is_not():
+    p = policy(n_invoke=10)
+    p.route({1: 9, 2: 10})
+    assert p.probes_due() == [2]
+    p.route({1: 1})
+    assert p.probes_due() == [1, 2]  # equal pending: by segment id
+
+
+def test_overflow_frees_exactly_the_r_wb_share_largest_first():
+    p = policy(n_invoke=1000, wait_buffer_tuples=100, r_wb=0.4)
+    p.route({1: 30, 2: 25, 3: 20, 4: 15, 5: 10})  # 100 tuples: full
+    due = p.probes_due()
+    assert due == [1, 2]  # 30 freed is not yet 40; 30 + 25 = 55 >= 40, so stop there
+    assert sum(p.pending[s] for s in due) >= 0.4 * 100
+    assert sum(p.pending[s] for s in due[:-1]) < 0.4 * 100
+
+
+def test_no_overflow_probe_below_capacity():
+    p = policy(n_invoke=1000, wait_buffer_tuples=100)
+    p.route({1: 50, 2: 49})
+    assert p.probes_due() == []
+
+
+def test_a_segment_waiting_max_wait_s_of_stream_time_is_probed_oldest_first():
+    p = policy(n_invoke=1000, max_wait_s=60)
+    p.route({1: 2, 2: 1}, oldest={1: 100.0, 2: 130.0}, now=140.0)
+    assert p.probes_due() == []  # 40 s and 10 s: neither waited 60 s
+    p.route({3: 1, 1: 4}, oldest={3: 150.0, 1: 155.0}, now=160.0)
+    assert p.probes_due() == [1]  # segment 1's oldest tuple (100 s) has waited 60 s; its later ones keep 100
+    p.route({}, now=200.0)
+    assert p.probes_due() == [1, 2]  # 2 (130 s) is overdue at 190 s; 3 (150 s) is not yet
+    p.probed(1, 5000)  # larger than join memory: not admitted, so 1 waits again below
+    p.route({1: 1}, oldest={1: 199.0}, now=200.0)  # a probe forgot 1's old age
+    assert p.probes_due() == [2]
+
+
+def test_without_a_wait_bound_an_old_small_segment_waits_for_the_thesis_triggers():
+    p = policy(n_invoke=1000, wait_buffer_tuples=100)
+    p.route({1: 1}, oldest={1: 0.0}, now=0.0)
+    p.route({2: 1}, oldest={2: 10_000.0}, now=10_000.0)
+    assert p.probes_due() == []
+
+
+def test_overdue_segments_count_towards_freeing_an_overflowing_buffer():
+    p = policy(n_invoke=1000, wait_buffer_tuples=100, r_wb=0.4, max_wait_s=10)
+    p.route({1: 30, 2: 50, 3: 20}, oldest={1: 0.0, 2: 50.0, 3: 50.0}, now=50.0)
+    # Full (100): segment 1 is overdue (30 freed); the largest, 2, frees the remaining 10 of 40.
+    assert p.probes_due() == [1, 2]
+
+
+def test_drain_returns_every_pending_segment():
+    p = policy(n_invoke=1000)
+    p.route({3: 1, 1: 5, 2: 5})
+    assert p.drain() == [1, 2, 3]
+
+
+# ---------------------------------------------------------------- admission and eviction
+
+
+def test_probed_segment_is_admitted_while_memory_is_free():
+    p = policy(memory_budget=1000)
+    p.route({1: 4})
+    assert p.probed(1, 600) == Eviction(1, ())
+    assert p.pending == {} and p.resident == {1: 600} and p.memory_free == 400
+
+
+def test_eviction_that_must_happen():
+    p = policy(memory_budget=1000, rho=0.25, tau=1000)
+    p.resident = {1: 500, 2: 500}
+    p.freq.observe([1] * 10 + [2] * 40 + [3] * 30)
+    # C_3 = 30 >= (500/500) * 1.25 * C_1 = 12.5 and 0 + 500 >= 500: segment 1 (lowest C/|P|) goes.
+    assert p.probed(3, 500) == Eviction(3, (1,))
+    assert set(p.resident) == {2, 3}
+
+
+def test_eviction_that_must_not_happen_rule_6_1():
+    p = policy(memory_budget=1000, rho=0.25, tau=1000)
+    p.resident = {1: 500, 2: 500}
+    p.freq.observe([1] * 10 + [2] * 40 + [3] * 12)  # 12 < 1.25 * 10
+    assert p.probed(3, 500) is None
+    assert set(p.resident) == {1, 2}
+
+
+def test_eviction_that_must_not_happen_rule_6_2():
+    p = policy(memory_budget=1000, rho=0.0, tau=1000)
+    p.resident = {1: 300, 2: 700}
+    p.freq.observe([1] * 1 + [2] * 100 + [3] * 90)
+    # Segment 1 has the lowest C/|P| but freeing its 300 bytes cannot hold 800; segment 2 fails (6.1).
+    assert p.probed(3, 800) is None
+
+
+def test_a_segment_larger_than_memory_is_never_admitted():
+    p = policy(memory_budget=100)
+    p.freq.observe([1] * 50)
+    assert p.probed(1, 101) is None and p.resident == {}
+
+
+def test_bad_parameters_are_refused():
+    with pytest.raises(ValueError):
+        policy(r_wb=0)
+    with pytest.raises(ValueError):
+        policy(alpha=1.5)
+    with pytest.raises(ValueError):
+        policy(max_wait_s=-1)
+
+
+# ---------------------------------------------------------------- granularity
+
+
+def test_granularity_switches_with_hysteresis():
+    g = Granularity(base_seconds=10, l_mark=2, h_mark=100, block_factor=4)
+    assert g.next_batch_seconds(50) == 10  # tuple mode, below h_mark
+    assert g.next_batch_seconds(101) == 40  # above h_mark: block mode
+    assert g.next_batch_seconds(50) == 40  # between the marks: stays block
+    assert g.next_batch_seconds(1) == 10  # below l_mark: back to tuple
+
+
+def test_a_resident_segment_that_grows_past_the_budget_evicts_the_coldest():
+    p = policy(memory_budget=1000, tau=1000)
+    p.resident = {1: 400, 2: 400}
+    p.freq.observe([1] * 5 + [2] * 50)
+    assert p.resize(2, 500) == []  # 900 <= 1000
+    assert p.resize(2, 700) == [1]  # 1100 > 1000: segment 1 is colder per byte
+    assert p.resident == {2: 700}
+    assert p.resize(3, 10) == []  # not resident: nothing to do
+
+
+def test_plan_batches_groups_windows_under_a_backlog_and_returns_with_hysteresis():
+    from etl.core.policy import plan_batches
+
+    counts = {0: 5, 1: 200, 2: 50, 3: 50, 4: 50, 5: 30, 6: 30, 7: 30, 8: 30, 9: 1, 10: 1, 11: 1, 12: 1, 20: 300}
+    g = Granularity(base_seconds=10, l_mark=10, h_mark=100, block_factor=4)
+    # 1 is over h_mark: block of 4 windows; 5..8 still sum to 120 >= l_mark: stay in block;
+    # 9..12 (4 updates) is below l_mark: back to one window per batch; 20 bursts again.
+    assert plan_batches(counts, g) == [[0], [1, 2, 3, 4], [5, 6, 7, 8], [9], [10], [11], [12], [20]]
+
+
+def test_plan_batches_is_a_pure_function_of_the_counts_and_covers_every_window_once():
+    import random
+
+    from etl.core.policy import plan_batches
+
+    rng = random.Random(1)
+    for _ in range(50):
+        counts = {i: rng.choice([0, 3, 50, 400]) for i in sorted(rng.sample(range(40), 20))}
+        plan = plan_batches(counts, Granularity(10, 10, 100, 3))
+        assert plan == plan_batches(counts, Granularity(10, 10, 100, 3))
+        assert [w for g in plan for w in g] == sorted(counts)
+        assert all(g[-1] - g[0] < 3 for g in plan)
+    assert plan_batches({}, Granularity(10, 10, 100, 3)) == []
+    assert plan_batches({0: 999, 1: 999}, Granularity(10, 10, 100, 1)) == [[0], [1]]

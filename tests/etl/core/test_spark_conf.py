@@ -1,0 +1,24 @@
+from importlib import metadata
+
+from etl.core.config import EtlConfig, load_config
+from etl.core.spark_conf import DELTA_CATALOG, DELTA_EXTENSION, delta_package, spark_conf
+
+
+def test_delta_jar_matches_the_installed_wheels():
+    spark_mm = ".".join(metadata.version("pyspark").split(".")[:2])
+    assert delta_package() == f"io.delta:delta-spark_{spark_mm}_2.13:{metadata.version('delta-spark')}"
+    assert delta_package(EtlConfig(delta_package="g:a:1")) == "g:a:1"
+
+
+def test_conf_configures_delta_and_keeps_the_warehouse_out_of_the_working_directory(tmp_path):
+    conf = spark_conf(EtlConfig(warehouse_root=str(tmp_path), spark_driver_memory="3g"))
+    assert conf["spark.sql.extensions"] == DELTA_EXTENSION
+    assert conf["spark.sql.catalog.spark_catalog"] == DELTA_CATALOG
+    assert conf["spark.sql.warehouse.dir"].startswith(str(tmp_path))
+    assert conf["spark.driver.memory"] == "3g"
+
+
+def test_driver_java_options_reach_the_driver_only_when_set(tmp_path):
+    assert "spark.driver.extraJavaOptions" not in spark_conf(EtlConfig(warehouse_root=str(tmp_path)))
+    cfg = load_config(env={"ETL_SPARK_DRIVER_JAVA_OPTIONS": " -XX:TieredStopAtLevel=1 "})
+    assert spark_conf(cfg)["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"

@@ -1,0 +1,159 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from etl.io.lock import LoadLock, WarehouseLocked
+
+
+def test_second_loader_fails_fast_naming_the_holder(tmp_path):
+    with LoadLock(tmp_path, "load of run A"):
+        with pytest.raises(WarehouseLocked, match="load of run A"):
+            with LoadLock(tmp_path, "load of run B"):
+                pass
+    with LoadLock(tmp_path, "load of run B"):  # free again once the first is done
+        pass
+
+
+def test_a_lock_left_by_a_dead_process_is_taken_over(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    lock = tmp_path / "load.lock"
+    import socket
+
+    lock.write_text(json.dumps({"pid": int(dead.stdout), "host": socket.gethostname(), "owner": "crashed"}))
+    with LoadLock(tmp_path, "me"):
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+    assert not lock.exists()
+
+
+def test_loader_refuses_while_locked(spark, cfg):
+    from datetime import datetime, timedelta, timezone
+
+    from etl.core.interval import Interval
+    from etl.load.loader import Loader
+
+    t0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
+    loader = Loader(spark, cfg)
+    with LoadLock(cfg.meta_path, "the scheduled run"):
+        with pytest.raises(WarehouseLocked, match="the scheduled run"):
+            loader.load(Interval(t0, t0 + timedelta(minutes=1)))
+
+
+def _age(path, seconds):
+    import time as _t
+
+    past = _t.time() - seconds
+    os.utime(path, (past, past))
+
+
+@pytest.mark.parametrize("content", [b"", b'{"pid": 12', b"not json at all", b"[1, 2]", b"\xff\xfe"])
+def test_an_empty_or_unparsable_lock_does_not_block_forever(tmp_path, content):
+    lock = tmp_path / "load.lock"
+    lock.write_bytes(content)
+    with pytest.raises(WarehouseLocked, match="unparsable"):  # young: maybe a writer of an older version
+        with LoadLock(tmp_path, "me"):
+            pass
+    _age(lock, 60)
+    with LoadLock(tmp_path, "me"):
+        assert json.loads(lock.read_text())["owner"] == "me"
+    assert not lock.exists()
+
+
+@pytest.mark.parametrize("pid", ["abc", 10**30, -1, 0, None, 3.5, True])
+def test_a_lock_with_a_nonsense_pid_is_taken_over_without_a_trace(tmp_path, pid):
+    import socket
+
+    lock = tmp_path / "load.lock"
+    lock.write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "owner": "hostile"}))
+    with LoadLock(tmp_path, "me"):
+        assert json.loads(lock.read_text())["owner"] == "me"
+
+
+def test_a_lock_from_another_host_is_stale_only_once_it_stops_being_refreshed(tmp_path):
+    lock = tmp_path / "load.lock"
+    lock.write_text(json.dumps({"pid": 1, "host": "gone-host", "owner": "a load on gone-host"}))
+    with pytest.raises(WarehouseLocked, match="gone-host"):
+        with LoadLock(tmp_path, "me", stale_after=900):
+            pass
+    _age(lock, 901)
+    with LoadLock(tmp_path, "me", stale_after=900):
+        assert json.loads(lock.read_text())["owner"] == "me"
+
+
+def test_the_holder_refreshes_its_lock_so_it_never_looks_stale(tmp_path):
+    import time as _t
+
+    with LoadLock(tmp_path, "long load", stale_after=2) as held:
+        _age(held.path, 100)
+        _t.sleep(1.5)  # the heartbeat runs every stale_after/4 = 0.5 s
+        assert _t.time() - held.path.stat().st_mtime < 1.5
+        with pytest.raises(WarehouseLocked, match="long load"):
+            with LoadLock(tmp_path, "other", stale_after=2):
+                pass
+
+
+def test_a_pid_reused_by_another_program_does_not_hold_the_lock(tmp_path):
+    import socket
+
+    lock = tmp_path / "load.lock"
+    # Our own pid, but a start time that is not ours: the recorded process is gone.
+    lock.write_text(json.dumps({"pid": os.getpid(), "start": "1", "host": socket.gethostname(), "owner": "old"}))
+    with LoadLock(tmp_path, "me"):
+        assert json.loads(lock.read_text())["owner"] == "me"
+
+
+def test_the_lock_is_created_atomically_and_never_half_written(tmp_path):
+    """Created by linking a complete temp file: a reader sees no lock or a whole one."""
+    import threading
+
+    seen, stop = [], threading.Event()
+
+    def reader():
+        while not stop.is_set():
+            try:
+                seen.append(json.loads((tmp_path / "load.lock").read_bytes()))
+            except FileNotFoundError:
+                pass
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for i in range(200):
+            with LoadLock(tmp_path, f"load {i}"):
+                pass
+    finally:
+        stop.set()
+        t.join()
+    assert seen and all("token" in s for s in seen)  # a JSON error would have raised in the reader
+    assert list(tmp_path.iterdir()) == []  # no temp files left
+
+
+def test_a_lock_taken_over_is_noticed_before_the_next_commit(tmp_path):
+    with LoadLock(tmp_path, "me") as held:
+        held.verify()
+        (tmp_path / "load.lock").unlink()
+        with LoadLock(tmp_path, "intruder"):
+            with pytest.raises(WarehouseLocked, match="taken over by intruder"):
+                held.verify()
+        # leaving does not remove a lock that is not ours
+    assert not (tmp_path / "load.lock").exists()
+
+
+def test_unlock_removes_only_locks_whose_holder_is_gone_unless_forced(tmp_path):
+    import socket
+
+    from etl.io.lock import unlock
+
+    assert "no lock" in unlock(tmp_path)
+    with LoadLock(tmp_path, "running load"):
+        with pytest.raises(WarehouseLocked, match="--force"):
+            unlock(tmp_path)
+    (tmp_path / "load.lock").write_text(json.dumps({"pid": 1, "host": "other-host", "owner": "far away"}))
+    with pytest.raises(WarehouseLocked, match="another host"):
+        unlock(tmp_path)
+    assert "forced" in unlock(tmp_path, force=True) and not (tmp_path / "load.lock").exists()
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    (tmp_path / "load.lock").write_text(json.dumps({"pid": int(dead.stdout), "host": socket.gethostname(), "owner": "x"}))
+    assert "is gone" in unlock(tmp_path)

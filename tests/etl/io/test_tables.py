@@ -1,0 +1,66 @@
+from etl.io.tables import ensure_tables, read
+from warehouse.schemas import TABLES
+
+
+def test_tables_are_created_once_with_their_schema_and_partitioning(spark, cfg):
+    assert set(ensure_tables(spark, cfg)) == set(TABLES)
+    assert ensure_tables(spark, cfg) == []  # idempotent
+    for name, table in TABLES.items():
+        assert [f.name for f in read(spark, cfg, name).schema.fields] == table.schema.fieldNames()
+    detail = spark.sql(f"DESCRIBE DETAIL delta.`{cfg.table_path('key_map')}`").first()
+    assert detail.partitionColumns == ["segment_id"]
+
+
+def test_a_table_from_an_older_version_gains_the_new_columns(spark, cfg):
+    from delta.tables import DeltaTable
+    from pyspark.sql.types import StructType
+
+    old = StructType([f for f in TABLES["join_metrics"].schema.fields if f.name not in ("queue_tuples", "disk_cycle")])
+    DeltaTable.createIfNotExists(spark).location(cfg.table_path("join_metrics")).addColumns(old).execute()
+    ensure_tables(spark, cfg)
+    assert read(spark, cfg, "join_metrics").schema.fieldNames() == TABLES["join_metrics"].schema.fieldNames()
+
+
+def test_a_retried_append_is_skipped_by_its_transaction_version(spark, cfg):
+    """What makes a task retry safe: the same (txnAppId, txnVersion) commits once."""
+    from datetime import datetime, timezone
+
+    from etl.io.tables import append_once
+
+    ensure_tables(spark, cfg)
+    at = datetime(2026, 11, 22, tzinfo=timezone.utc)
+    row = lambda i: ("run-a", i, 10 + i, "native", 5, 1, 100 + i, at)  # noqa: E731
+    batch = lambda i: spark.createDataFrame([row(i)], TABLES["batch_ledger"].schema)  # noqa: E731
+    append_once(batch(0), cfg, "batch_ledger", txn_version=1, app_id="run-a")
+    append_once(batch(0), cfg, "batch_ledger", txn_version=1, app_id="run-a")  # the retry
+    append_once(batch(1), cfg, "batch_ledger", txn_version=2, app_id="run-a")
+    got = sorted(tuple(r) for r in read(spark, cfg, "batch_ledger").drop("committed_at").collect())
+    assert got == [row(0)[:-1], row(1)[:-1]]
+
+
+def test_two_first_runs_creating_the_tables_at_once_both_succeed(spark, tmp_path):
+    """Two first runs at once used to race on creating the tables (the loser failed with exit 1
+    and a Delta trace, or left a half-made table); creation is serialised."""
+    import threading
+
+    from etl.core.config import EtlConfig
+    from etl.io.tables import ensure_tables
+    from warehouse.schemas import TABLES
+
+    for attempt in range(3):
+        cfg = EtlConfig(warehouse_root=str(tmp_path / f"w{attempt}"))
+        errors, created = [], []
+
+        def first_run():
+            try:
+                created.append(ensure_tables(spark, cfg))
+            except Exception as exc:  # noqa: BLE001 - any failure is the defect
+                errors.append(exc)
+
+        threads = [threading.Thread(target=first_run) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert sorted(created[0] + created[1]) == sorted(TABLES)  # each table made once, by one of them

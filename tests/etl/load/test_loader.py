@@ -1,0 +1,247 @@
+"""The contract of DESIGN.md §3 on the native strategy, with real Spark and real Delta tables."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from chispa import assert_df_equality
+
+from etl import jobs
+from etl.core.interval import Interval
+from etl.core.oracle import decide
+from etl.generator import StreamSpec, generate_stream
+from etl.io.tables import read
+from etl.load.loader import Loader, OverlappingRunError
+from tests.helpers import good, land
+from warehouse.schemas import DETERMINISTIC_TABLES, TABLES
+
+T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
+RUN = Interval(T0, T0 + timedelta(minutes=3))
+
+
+def stream(cfg, **over):
+    params = dict(start=T0, duration_s=180, rate=12, key_domain=300, new_key_share=0.1, duplicate_share=0.05,
+                  unchanged_share=0.05, malformed_share=0.02, b=0.7, seed=11)
+    params.update(over)
+    return generate_stream(StreamSpec(**params), cfg.landing_path)
+
+
+def ingest_and_load(spark, cfg, interval=RUN):
+    jobs.ingest(spark, cfg, interval)
+    return jobs.load(spark, cfg, interval)
+
+
+def snapshot(spark, cfg, names=tuple(TABLES)):
+    """Every table, collected in a canonical order."""
+    out = {}
+    for name in names:
+        df = read(spark, cfg, name)
+        out[name] = df.orderBy(*df.columns)
+    return out
+
+
+def test_rerunning_the_same_interval_leaves_every_table_unchanged(spark, cfg):
+    stream(cfg)
+    first = ingest_and_load(spark, cfg)
+    assert first["batches_committed"] == 3
+    before = {k: v.collect() for k, v in snapshot(spark, cfg).items()}
+    again = ingest_and_load(spark, cfg)
+    assert again["batches_committed"] == 0 and again["batches_already_done"] == 3
+    after = {k: v.collect() for k, v in snapshot(spark, cfg).items()}
+    for name in TABLES:
+        assert after[name] == before[name], name
+
+
+def test_updates_in_equal_the_sum_of_outcomes(spark, cfg):
+    generated = stream(cfg)
+    summary = ingest_and_load(spark, cfg)
+    rep = jobs.report(cfg, RUN)
+    assert rep["updates_in"] == generated.lines
+    assert rep["outcomes_total"] == generated.lines
+    assert rep["outcomes"]["rejected"] == generated.kinds["malformed"]
+    counted = {
+        "applied": read(spark, cfg, "applied_changes").count(),
+        "quarantined": read(spark, cfg, "duplicates_quarantine").count(),
+        "rejected": read(spark, cfg, "rejected_updates").count(),
+    }
+    assert sum(counted.values()) == generated.lines
+    assert counted["applied"] == summary["outcomes"]["matched"] + summary["outcomes"]["new"]
+    assert summary["keys_allocated"] == read(spark, cfg, "key_map").count() == summary["outcomes"]["new"]
+
+
+def test_outcomes_and_keys_equal_the_oracle(spark, cfg):
+    stream(cfg, key_domain=60)  # few keys: many repeats inside and across batches
+    ingest_and_load(spark, cfg)
+    updates = [r.asDict() for r in read(spark, cfg, "ingested_updates").collect()]
+    expected, final_state = decide(updates)
+    got = read(spark, cfg, "outcome_log").select("update_id", "outcome", "reason", "surrogate_key")
+    want = spark.createDataFrame([(d.update_id, d.outcome, d.reason, d.surrogate_key) for d in expected], got.schema)
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+    key_map = read(spark, cfg, "key_map").select("source_id", "natural_key", "surrogate_key", "last_source_seq", "row_hash")
+    want_km = spark.createDataFrame(
+        [(s, k, v.surrogate_key, v.last_source_seq, v.row_hash) for (s, k), v in final_state.items()], key_map.schema
+    )
+    assert_df_equality(key_map, want_km, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_a_natural_key_in_two_batches_and_two_runs_keeps_one_surrogate_key(spark, cfg):
+    land(cfg, [good("42", seq=1, arrival_ts="2026-11-22T01:00:10Z"), good("7", seq=1)], minute=T0)
+    land(cfg, [good("42", seq=2, arrival_ts="2026-11-22T01:01:10Z", attributes={"city": "Lima"})], minute=T0 + timedelta(minutes=1))
+    ingest_and_load(spark, cfg, Interval(T0, T0 + timedelta(minutes=2)))
+    later = Interval(T0 + timedelta(minutes=2), T0 + timedelta(minutes=3))
+    land(cfg, [good("42", seq=3, arrival_ts="2026-11-22T01:02:10Z", attributes={"city": "Quito"})], minute=later.start)
+    ingest_and_load(spark, cfg, later)
+
+    keys = read(spark, cfg, "applied_changes").where("natural_key = '42'").select("outcome", "surrogate_key", "source_seq")
+    # Key 7 arrived first (01:00:02) and got 1; key 42 got 2 in its first batch and keeps it.
+    expected = spark.createDataFrame([("new", 2, 1), ("matched", 2, 2), ("matched", 2, 3)], keys.schema)
+    assert_df_equality(keys, expected, ignore_row_order=True, ignore_nullable=True)
+    assert read(spark, cfg, "key_map").where("natural_key = '42'").count() == 1
+    current = read(spark, cfg, "customer_current").where("natural_key = '42'").select("surrogate_key", "city", "last_source_seq")
+    assert [tuple(r) for r in current.collect()] == [(2, "Quito", 3)]
+
+
+def test_a_loader_reused_after_another_load_continues_the_ledger(spark, cfg):
+    """The loader keeps the ledger's state in memory while it holds the lock; a second load on the
+    same loader must see what another loader committed in between: no reused batch_seq or key, and
+    the other loader's batch is not taken for a crash's leftover and applied again."""
+    minutes = [Interval(T0 + timedelta(minutes=m), T0 + timedelta(minutes=m + 1)) for m in range(3)]
+    for m, interval in enumerate(minutes):
+        at = (T0 + timedelta(minutes=m, seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        land(cfg, [good(f"k{m}", seq=1, arrival_ts=at)], minute=interval.start)
+        jobs.ingest(spark, cfg, interval)
+    kept = Loader(spark, cfg)
+    kept.load(minutes[0])
+    jobs.load(spark, cfg, minutes[1])  # another loader (another process, in production)
+    third = kept.load(minutes[2])
+
+    assert (third.recovered_batches, len(third.batches)) == (0, 1)
+
+    ledger = read(spark, cfg, "batch_ledger").select("batch_seq", "next_surrogate_key")
+    assert sorted(tuple(r) for r in ledger.collect()) == [(1, 2), (2, 3), (3, 4)]
+    keys = read(spark, cfg, "key_map").select("natural_key", "surrogate_key")
+    assert sorted(tuple(r) for r in keys.collect()) == [("k0", 1), ("k1", 2), ("k2", 3)]
+
+
+def test_micro_batch_split_does_not_change_the_warehouse(spark, cfg, tmp_path):
+    stream(cfg, key_domain=80)
+    ingest_and_load(spark, cfg)
+    fine = cfg.replace(warehouse_root=str(tmp_path / "fine"), runs_root=str(tmp_path / "fine-runs"), micro_batch_seconds=30)
+    assert ingest_and_load(spark, fine)["batches_committed"] == 6
+
+    def content(c, name, drop):
+        df = read(spark, c, name).drop(*drop)
+        return df.orderBy(*df.columns)
+
+    for name, drop in (
+        ("key_map", ("created_batch_seq", "updated_batch_seq")),
+        ("customer_current", ("updated_batch_seq",)),
+        # is_last_applied and stored_source_seq describe a batch, so they depend on the split.
+        ("outcome_log", ("batch_seq", "batch_index", "is_last_applied", "stored_source_seq")),
+    ):
+        assert_df_equality(content(cfg, name, drop), content(fine, name, drop), ignore_nullable=True)
+
+
+def test_an_interval_overlapping_a_loaded_one_is_refused(spark, cfg):
+    land(cfg, [good("1")], minute=T0)
+    ingest_and_load(spark, cfg, Interval(T0, T0 + timedelta(minutes=2)))
+    overlapping = Interval(T0 + timedelta(minutes=1), T0 + timedelta(minutes=3))
+    with pytest.raises(OverlappingRunError, match="overlaps"):
+        jobs.ingest(spark, cfg, overlapping)  # before it writes (tests/etl/test_runs.py)
+    with pytest.raises(OverlappingRunError, match="overlaps"):
+        Loader(spark, cfg).load(overlapping)
+
+
+def test_a_logged_but_unapplied_batch_is_recovered_not_redecided(spark, cfg):
+    """A crash between the outcome_log append and the ledger row: the next run applies the log."""
+    stream(cfg, duration_s=60, key_domain=50)
+    jobs.ingest(spark, cfg, Interval(T0, T0 + timedelta(minutes=1)))
+    loader = Loader(spark, cfg)
+    loader._apply = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("killed after the log append"))
+    with pytest.raises(RuntimeError, match="killed"):
+        loader.load(Interval(T0, T0 + timedelta(minutes=1)))
+    assert read(spark, cfg, "batch_ledger").count() == 0 and read(spark, cfg, "outcome_log").count() > 0
+    result = jobs.load(spark, cfg, Interval(T0, T0 + timedelta(minutes=1)))
+    assert result["batches_recovered"] == 1 and result["batches_committed"] == 0
+    assert read(spark, cfg, "batch_ledger").count() == 1
+    assert read(spark, cfg, "key_map").count() == read(spark, cfg, "outcome_log").where("outcome = 'new'").count()
+
+
+def test_a_warehouse_given_as_a_uri_with_meta_elsewhere_loads_the_same(spark, cfg, tmp_path):
+    """The object-storage shape (docs/deployment.md): tables under a URI, the lock, snapshots and
+    layout under a separate meta_root. Here the URI is file://, so it runs without S3."""
+    stream(cfg, key_domain=80)
+    split = cfg.replace(warehouse_root=f"file://{tmp_path}/uri-wh/", meta_root=str(tmp_path / "meta"),
+                        runs_root=str(tmp_path / "uri-runs"), join_strategy="partitioned-range")
+    jobs.ingest(spark, split, RUN)
+    jobs.load(spark, split, RUN, strategy="partitioned-range")
+    plain = cfg.replace(warehouse_root=str(tmp_path / "plain-wh"), runs_root=str(tmp_path / "plain-runs"))
+    jobs.ingest(spark, plain, RUN)
+    jobs.load(spark, plain, RUN, strategy="partitioned-range")
+
+    assert (tmp_path / "meta" / "segment_layout.json").exists()
+    assert not (tmp_path / "uri-wh" / "_meta").exists()
+    for name in DETERMINISTIC_TABLES:
+        assert_df_equality(snapshot(spark, split, [name])[name], snapshot(spark, plain, [name])[name], ignore_nullable=True)
+
+
+def test_the_key_map_merge_reads_only_the_segments_the_batch_touches(spark, tmp_path):
+    """A file of a segment the batch does not touch is removed from disk: the MERGE with the
+    loader's condition never opens it (so key_map is not scanned whole every batch), while the
+    MERGE on the keys alone does and fails."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from etl.load.loader import key_map_merge_condition
+
+    path = str(tmp_path / "km")
+    rows = [(s, f"k{s}-{i}", s * 10 + i, s) for s in range(3) for i in range(3)]
+    spark.createDataFrame(rows, "source_id int, natural_key string, surrogate_key long, segment_id int") \
+        .write.format("delta").partitionBy("segment_id").save(path)
+    victim = next((tmp_path / "km" / "segment_id=2").glob("*.parquet"))
+    victim.unlink()
+    changes = spark.createDataFrame([(0, "k0-1", 99, 0), (0, "new", 100, 0)],
+                                    "source_id int, natural_key string, surrogate_key long, segment_id int")
+
+    def merge(condition):
+        (DeltaTable.forPath(spark, path).alias("t").merge(changes.alias("s"), condition)
+         .whenMatchedUpdate(set={"surrogate_key": "s.surrogate_key"}).whenNotMatchedInsertAll().execute())
+
+    assert key_map_merge_condition(changes).startswith("t.segment_id IN (0) AND ")
+    merge(key_map_merge_condition(changes))
+    seg0 = spark.read.format("delta").load(path).where(F.col("segment_id") == 0)
+    assert sorted((r.natural_key, r.surrogate_key) for r in seg0.collect()) == [
+        ("k0-0", 0), ("k0-1", 99), ("k0-2", 2), ("new", 100)
+    ]
+    with pytest.raises(Exception, match="(?i)not exist|FileNotFound|FAILED_READ_FILE"):
+        merge("t.source_id = s.source_id AND t.natural_key = s.natural_key")
+
+
+def test_merges_mark_changed_rows_with_deletion_vectors_instead_of_rewriting_files(spark, cfg, tmp_path):
+    """With ``deletion_vectors`` (the default) the MERGEs into key_map and customer_current mark
+    changed rows in deletion vectors and copy no unchanged row; with it off they rewrite the
+    touched files, copying their unchanged rows. The warehouse's content is the same either way."""
+    from delta.tables import DeltaTable
+
+    from etl.io.tables import DELETION_VECTORS
+
+    rewrite = cfg.replace(warehouse_root=str(tmp_path / "rewrite"), runs_root=str(tmp_path / "rewrite-runs"),
+                          deletion_vectors=False)
+    stream(cfg, key_domain=60, malformed_share=0.0)  # three batches; keys recur across them
+    for c in (cfg, rewrite):  # the same landing zone
+        ingest_and_load(spark, c)
+
+    def merges(c, name):
+        """The table's property, and over all its MERGEs: vectors written, unchanged rows copied."""
+        table = DeltaTable.forPath(spark, c.table_path(name))
+        history = table.history().where("operation = 'MERGE'").collect()
+        total = lambda key: sum(int(h.operationMetrics.get(key, 0)) for h in history)  # noqa: E731
+        return table.detail().first().properties.get(DELETION_VECTORS), total("numTargetDeletionVectorsAdded"), \
+            total("numTargetRowsCopied")
+
+    for name in ("key_map", "customer_current"):
+        enabled, vectors, copied = merges(cfg, name)
+        assert enabled == "true" and vectors > 0 and copied == 0, (name, enabled, vectors, copied)
+        enabled, vectors, copied = merges(rewrite, name)
+        assert enabled is None and vectors == 0 and copied > 0, (name, enabled, vectors, copied)
+        assert_df_equality(snapshot(spark, cfg, [name])[name], snapshot(spark, rewrite, [name])[name],
+                           ignore_nullable=True)

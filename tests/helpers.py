@@ -1,0 +1,135 @@
+"""What several test modules share: where the project is, one landing line and file, and the two
+ways a warehouse is compared (with the reference join, and with another warehouse up to key
+numbering, DESIGN.md §3.3)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from etl.core.config import EtlConfig
+from etl.core.interval import Interval
+from etl.core.oracle import decide
+from etl.io.landing import landing_file
+from etl.io.tables import read
+from warehouse.schemas import DETERMINISTIC_TABLES
+
+ROOT = Path(__file__).resolve().parents[1]
+T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
+
+
+def good(key="1", seq=5, **over) -> str:
+    """One valid landing line of source ``crm``; ``over`` replaces or adds top-level fields."""
+    rec = {
+        "source_id": "crm", "natural_key": key, "op": "upsert", "source_seq": seq,
+        "event_ts": "2026-11-22T01:00:01Z", "arrival_ts": "2026-11-22T01:00:02Z",
+        "attributes": {"name": "A", "email": "a@x", "city": "Oslo", "balance": "12.50"},
+    }
+    rec.update(over)
+    return json.dumps(rec)
+
+
+def land(cfg, lines, source="crm", minute=T0) -> Path:
+    """``lines`` as the landing file of ``source`` and ``minute``."""
+    path = landing_file(cfg.landing_path, source, minute)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def assert_equals_oracle(spark, cfg) -> None:
+    """Every ingested update decided exactly once, as the reference join decides it, with the same
+    surrogate keys up to numbering, and key_map holding exactly the reference's final state."""
+    updates = [r.asDict() for r in read(spark, cfg, "ingested_updates").collect()]
+    expected, final = decide(updates)
+    got = {r.update_id: r for r in read(spark, cfg, "outcome_log").collect()}
+    assert len(got) == len(updates)  # every update decided exactly once
+    key_of = {}
+    for d in expected:
+        row = got[d.update_id]
+        assert (row.outcome, row.reason) == (d.outcome, d.reason), d.update_id
+        assert key_of.setdefault(d.surrogate_key, row.surrogate_key) == row.surrogate_key  # same key, always
+    assert len(set(key_of.values())) == len(key_of)  # and never one key for two natural keys
+    km = {(r.source_id, r.natural_key): r for r in read(spark, cfg, "key_map").collect()}
+    assert set(km) == set(final)
+    for k, state in final.items():
+        assert (km[k].surrogate_key, km[k].last_source_seq, km[k].row_hash) == (
+            key_of[state.surrogate_key], state.last_source_seq, state.row_hash
+        )
+
+
+# Columns that record how a run was cut into releases, not what it decided.
+BOOKKEEPING = {
+    "key_map": ("created_batch_seq", "updated_batch_seq", "segment_id"),  # segment_id: placement, by layout
+    "customer_current": ("updated_batch_seq",),
+    "outcome_log": ("batch_seq", "batch_index", "is_last_applied", "stored_source_seq"),
+    "applied_changes": ("batch_seq", "batch_index", "is_last_applied", "stored_source_seq"),
+    "duplicates_quarantine": ("batch_seq", "batch_index", "is_last_applied", "stored_source_seq"),
+}
+
+
+def canonical(spark, cfg, name: str):
+    """``name`` with each surrogate key replaced by the natural key it stands for."""
+    keys = read(spark, cfg, "key_map").select(
+        "surrogate_key", F.concat_ws("/", "source_id", "natural_key").alias("_stands_for")
+    )
+    df = read(spark, cfg, name).drop(*BOOKKEEPING.get(name, ()))
+    if "surrogate_key" in df.columns:
+        df = df.join(keys, "surrogate_key", "left").drop("surrogate_key")
+    return df.select(sorted(df.columns)).orderBy(*sorted(df.columns))
+
+
+def assert_same_warehouse(spark, a, b, tables=tuple(BOOKKEEPING)) -> None:
+    """Warehouses ``a`` and ``b`` hold the same rows up to the numbering of keys allocated."""
+    for name in tables:
+        assert_df_equality(canonical(spark, a, name), canonical(spark, b, name), ignore_nullable=True)
+
+
+# The process-level tests (crash harness, concurrent jobs) share one small stream, ingested once,
+# and per strategy its uninterrupted run (fixtures in tests/etl/conftest.py).
+CRASH_T0 = datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)
+CRASH_RUN = Interval(CRASH_T0, CRASH_T0 + timedelta(minutes=2))
+CRASH_SETTINGS = dict(
+    micro_batch_seconds=40, key_domain=300, n_part=8, k=3, d=1, memory_budget=3000, n_invoke=15,
+    wait_buffer_tuples=60, tau=50, spark_shuffle_partitions=2, spark_master="local[2]",
+)
+
+
+def crash_config(root: Path, landing: Path) -> EtlConfig:
+    return EtlConfig(
+        warehouse_root=str(root / "warehouse"), landing_root=str(landing), gx_root=str(root / "gx"),
+        runs_root=str(root / "runs"), reports_root=str(root / "reports"), **CRASH_SETTINGS,
+    )
+
+
+def deterministic_tables(spark, cfg) -> dict:
+    """Every table whose content is a pure function of input and starting state, as sorted rows."""
+    return {name: sorted(read(spark, cfg, name).collect()) for name in DETERMINISTIC_TABLES}
+
+
+def start_from(ingested: Path, root: Path) -> None:
+    """A copy of the ingested warehouse (and its run summaries) under ``root``."""
+    for part in ("warehouse", "runs"):
+        shutil.copytree(ingested / part, root / part, dirs_exist_ok=True)
+
+
+# The strategy tests' seeded warehouses (tests/etl/strategies/conftest.py): FIRST loaded by native,
+# SECOND ingested; each test loads SECOND into a copy (``copy_of``).
+SEEDED_T0 = datetime(2026, 11, 22, 3, 0, tzinfo=timezone.utc)
+SEEDED_FIRST = Interval(SEEDED_T0, SEEDED_T0 + timedelta(minutes=2))
+SEEDED_SECOND = Interval(SEEDED_T0 + timedelta(minutes=2), SEEDED_T0 + timedelta(minutes=4))
+SEEDED_SETTINGS = dict(
+    micro_batch_seconds=40, key_domain=300, n_part=8, k=3, d=1,  # d=1 byte: three disk segments
+    memory_budget=3000, n_invoke=15, wait_buffer_tuples=60, tau=50,
+)
+
+
+def copy_of(seed: EtlConfig, tmp_path, name: str) -> EtlConfig:
+    """A copy of the warehouse of ``seed`` under ``tmp_path/name``, with its own runs."""
+    shutil.copytree(seed.warehouse_path, tmp_path / name / "warehouse")
+    return seed.replace(warehouse_root=str(tmp_path / name / "warehouse"), runs_root=str(tmp_path / name / "runs"))

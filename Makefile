@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup demo test test-fast test-slow simulate benchmark crash-matrix airflow-start airflow-stop clean
+.PHONY: setup demo test test-pure test-fast test-spark test-e2e test-slow simulate benchmark crash-matrix airflow-start airflow-stop clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh
 	@scripts/setup.sh $(VENV)
@@ -14,11 +14,19 @@ setup: $(VENV)/.installed
 demo: setup
 	@scripts/demo.sh
 
-test: setup
+test: setup  ## the three tiers below in one session (one Spark session shared); what CI runs
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
-test-fast: setup  ## the tests that need neither Spark nor Airflow
-	$(PY) -m pytest -m "not spark and not airflow and not slow" $(PYTEST_ARGS)
+test-pure: setup  ## tier 1, no JVM: policies, records, config, registry, simulator, DAG wiring (about a minute)
+	$(PY) -m pytest -m "not spark and not e2e and not slow" $(PYTEST_ARGS)
+
+test-fast: test-pure
+
+test-spark: setup  ## tier 2, the shared local Spark session: ingest, strategies, load, quality, maintenance
+	$(PY) -m pytest -m "spark and not e2e and not slow" $(PYTEST_ARGS)
+
+test-e2e: setup  ## tier 3, real processes: SIGKILLs, concurrent jobs, a Spark cluster, Airflow standalone
+	$(PY) -m pytest -m "e2e and not slow" $(PYTEST_ARGS)
 
 test-slow: setup  ## the slow tier: random SIGKILLs of whole runs (3 strategies), a full disk, 12 fuzzed landing trees (about 45 minutes)
 	ETL_CRASH_REPORT=var/random-kills.json $(PY) -m pytest -m slow $(PYTEST_ARGS)

@@ -31,7 +31,7 @@ from pathlib import Path
 from etl.core.config import EtlConfig
 from etl.io.spark import build_spark_session
 from etl.io.tables import DELETION_VECTORS
-from etl.load.loader import CUSTOMER_CURRENT_MERGE_CONDITION
+from etl.load.apply import CUSTOMER_CURRENT_MERGE_CONDITION
 from warehouse.schemas import CUSTOMER_CURRENT
 
 AUTO_COMPACT = "delta.autoOptimize.autoCompact"  # measured here, not set by the product (docs/benchmark.md)

@@ -14,7 +14,7 @@ from etl.generator import CITIES
 from etl.ingest import row_hash
 from etl.io.layout_store import load_layout
 from etl.io.tables import append_once, ensure_tables, read
-from etl.load.loader import FLUSH_STEP
+from etl.load.results import FLUSH_STEP
 from etl.transforms.layout import segment_column
 from warehouse.schemas import TABLES
 

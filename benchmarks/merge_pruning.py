@@ -22,7 +22,7 @@ from pathlib import Path
 
 from etl.core.config import EtlConfig
 from etl.io.spark import build_spark_session
-from etl.load.loader import key_map_merge_condition
+from etl.load.apply import key_map_merge_condition
 
 KEYS_ONLY = "t.source_id = s.source_id AND t.natural_key = s.natural_key"
 

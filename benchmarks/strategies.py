@@ -54,11 +54,11 @@ from etl import jobs
 from etl.core import registry
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
+from etl.core.policy import load_batches
 from etl.generator import StreamSpec, generate_stream
 from etl.io.layout_store import load_layout
 from etl.io.spark import build_spark_session
 from etl.io.tables import read
-from etl.load.loader import load_batches
 from etl.maintenance import relayout
 from etl.simulator.belady import belady_fetches
 from etl.transforms.layout import segment_column

@@ -41,7 +41,7 @@ class EtlConfig:
     spark_shuffle_partitions: int = 4
     spark_ui: bool = False
     # Extra JVM options of the driver (spark.driver.extraJavaOptions); empty: none. Short jobs on
-    # small data run faster with "-XX:TieredStopAtLevel=1" (docs/decisions.md); the tests use it.
+    # small data run faster with "-XX:TieredStopAtLevel=1" (docs/decisions/driver-jit-for-tests.md); the tests use it.
     spark_driver_java_options: str = ""
     # Maven coordinates of the Delta jar; empty means "derive from the installed delta-spark".
     delta_package: str = ""

@@ -28,6 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
+from etl.core import registry
+
 
 @dataclass
 class ArrivalFrequency:
@@ -103,6 +105,9 @@ class PartitionPolicy:
         self.max_wait_s = max_wait_s  # 0: no bound (the thesis)
         self.oldest: dict[int, float] = {}  # segment -> arrival time of its oldest pending tuple
         self.now = float("-inf")  # stream time: the latest arrival seen
+        # segment -> the run step that last probed it: its wait-buffer rows of later steps are the
+        # pending ones (FINAL_STEP: probed by the end-of-run flush)
+        self.last_probe_step: dict[int, int] = {}
 
     @classmethod
     def from_config(cls, cfg) -> "PartitionPolicy":
@@ -184,9 +189,18 @@ class PartitionPolicy:
 
     # ------------------------------------------------------------------ Algorithm 9
 
-    def probed(self, segment: int, size_bytes: int) -> Eviction | None:
+    def observe(self, arrivals: "StepArrivals") -> tuple[set[int], set[int]]:
+        """One step's arrivals: fold their per-epoch counts into ``C_k``, then route the step's
+        segments (``route``). The same call live and when a restart replays the run."""
+        self.freq.observe_counts(arrivals.by_epoch)
+        return self.route(arrivals.totals(), arrivals.oldest, arrivals.now)
+
+    def probed(self, segment: int, size_bytes: int, step: int | None = None) -> Eviction | None:
         """A probe read ``segment`` (``size_bytes``) and joined its pending tuples: free them, then
-        admit the segment if memory allows, evicting one victim by rules (6.1) and (6.2)."""
+        admit the segment if memory allows, evicting one victim by rules (6.1) and (6.2).
+        ``step``: the run step that probed (negative: the end-of-run flush), kept in ``last_probe_step``."""
+        if step is not None:
+            self.last_probe_step[segment] = FINAL_STEP if step < 0 else step
         self.pending.pop(segment, None)
         self.oldest.pop(segment, None)
         if segment in self.resident:
@@ -234,6 +248,61 @@ class PartitionPolicy:
         self.resident.pop(segment, None)
 
 
+FINAL_STEP = 2**31 - 1  # last_probe_step of a segment probed by the end-of-run flush
+
+
+@dataclass(frozen=True)
+class StepArrivals:
+    """What one step of a run brought, as the policy needs it: per-epoch segment counts (epochs
+    of ``tau`` tuples in arrival order), each segment's earliest arrival and the step's latest
+    arrival (epoch seconds, for the wait bound)."""
+
+    by_epoch: Mapping[int, Mapping[int, int]]
+    oldest: Mapping[int, float] = field(default_factory=dict)
+    now: float | None = None
+
+    def totals(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for counts in self.by_epoch.values():
+            for seg, n in counts.items():
+                out[seg] = out.get(seg, 0) + n
+        return out
+
+
+class SegmentSizes:
+    """Tuples per segment of ``key_map`` and bytes per tuple: what a probe or admission costs."""
+
+    def __init__(self, tuples: Mapping[int, int], row_bytes: float) -> None:
+        self.tuples = dict(tuples)
+        self.row_bytes = row_bytes or 128.0
+
+    def bytes(self, segment: int) -> int:
+        return int(self.tuples.get(segment, 0) * self.row_bytes)
+
+    def grow(self, new_keys: Mapping[int, int], policy: PartitionPolicy) -> list[int]:
+        """Segments gained keys: their sizes, and the policy's memory accounting (a resident
+        segment that grew may push another out). Returns the evicted segments."""
+        evicted = []
+        for seg in sorted(new_keys):
+            self.tuples[seg] = self.tuples.get(seg, 0) + new_keys[seg]
+            evicted += policy.resize(seg, self.bytes(seg))
+        return evicted
+
+
+def replay(
+    policy: PartitionPolicy, sizes: SegmentSizes, steps: Iterable[int], arrivals: Mapping[int, StepArrivals],
+    new_keys: Mapping[int, Mapping[int, int]],
+) -> None:
+    """Bring a fresh policy to where an uninterrupted run stood after ``steps`` (a restart): each
+    step's arrivals are observed and routed, its due segments probed, then the keys its commit
+    inserted grow their segments, in the order the live run did those things."""
+    for step in sorted(steps):
+        policy.observe(arrivals[step])
+        for seg in policy.probes_due():
+            policy.probed(seg, sizes.bytes(seg), step)
+        sizes.grow(new_keys.get(step, {}), policy)
+
+
 class Granularity:
     """Tuple/block granularity (§6.3.4, Algorithm 8 lines 33-38) realised as micro-batch sizing.
 
@@ -276,3 +345,11 @@ def plan_batches(window_counts: Mapping[int, int], granularity: Granularity) -> 
         groups.append(group)
         i += len(group)
     return groups
+
+
+def load_batches(strategy: str, counts: Mapping[int, int], cfg) -> list[list[int]]:
+    """The arrival windows (``batch_index`` -> updates) each load batch of a run spans, in order:
+    one window each, except for strategies the registry declares block-granular."""
+    if not registry.spec(strategy).block_batches or cfg.block_factor == 1:
+        return [[w] for w in sorted(counts)]
+    return plan_batches(counts, Granularity(cfg.micro_batch_seconds, cfg.l_mark, cfg.h_mark, cfg.block_factor))

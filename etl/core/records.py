@@ -233,15 +233,16 @@ def _timestamp(value: Any, reason: str) -> datetime:
         raise Reject(reason) from None
 
 
+def _number(value: Any, text: re.Pattern, parse, reason: str, types: tuple = (int,)):
+    """A JSON number of ``types``, or a string all of whose characters ``text`` accepts; never a
+    boolean (JSON's true is not 1)."""
+    if isinstance(value, bool) or not (isinstance(value, types) or (isinstance(value, str) and text.fullmatch(value))):
+        raise Reject(reason)
+    return parse(value)
+
+
 def _source_seq(value: Any) -> int:
-    if isinstance(value, bool):
-        raise Reject("bad_source_seq")
-    if isinstance(value, int):
-        seq = value
-    elif isinstance(value, str) and _DIGITS.fullmatch(value):
-        seq = int(value)
-    else:
-        raise Reject("bad_source_seq")
+    seq = _number(value, _DIGITS, int, "bad_source_seq")
     if not 0 <= seq <= MAX_SOURCE_SEQ:
         raise Reject("bad_source_seq")
     return seq
@@ -250,16 +251,7 @@ def _source_seq(value: Any) -> int:
 def _balance(value: Any) -> Decimal | None:
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise Reject("bad_attribute_type")
-    if isinstance(value, int):
-        amount = Decimal(value)
-    elif isinstance(value, Decimal):
-        amount = value
-    elif isinstance(value, str) and _DECIMAL_TEXT.fullmatch(value):
-        amount = Decimal(value)
-    else:
-        raise Reject("bad_attribute_type")
+    amount = _number(value, _DECIMAL_TEXT, Decimal, "bad_attribute_type", (int, Decimal))
     try:
         exact = amount.quantize(BALANCE_SCALE)
     except InvalidOperation:  # more digits than the decimal context holds

@@ -120,36 +120,30 @@ def scan_landing(landing_root: Path, start: datetime, end: datetime) -> LandingS
     def skip(path: Path, reason: str) -> None:
         out.skipped.append(Skipped(os.path.relpath(path, root), reason))
 
-    for entry in _listdir(root, root):
-        path = root / entry
-        if not entry.startswith(SOURCE_PREFIX) or not path.is_dir():
-            skip(path, "outside any source_id=<source> folder")
-            continue
-        source_id = entry[len(SOURCE_PREFIX):]
-        if not source_id or not _utf8_name(entry):
+    def folders(parent: Path, pattern: str, what: str):
+        """The sub-folders of ``parent`` named as ``pattern`` says; anything else is skipped."""
+        for entry in _listdir(parent, root):
+            path = parent / entry
+            if re.fullmatch(pattern, entry) and path.is_dir():
+                yield entry.split("=", 1)[1], path
+            else:
+                skip(path, what)
+
+    for source_id, path in folders(root, r"(?s)" + re.escape(SOURCE_PREFIX) + r".*", "outside any source_id=<source> folder"):
+        if not source_id or not _utf8_name(path.name):
             skip(path, "the folder's source_id is empty or not valid UTF-8")
             continue
-        for date_entry in _listdir(path, root):
-            date_dir = path / date_entry
-            if not re.fullmatch(r"arrival_date=\d{4}-\d{2}-\d{2}", date_entry) or not date_dir.is_dir():
-                skip(date_dir, "not an arrival_date=YYYY-MM-DD folder")
-                continue
-            day = date_entry.split("=", 1)[1]
+        for day, date_dir in folders(path, r"arrival_date=\d{4}-\d{2}-\d{2}", "not an arrival_date=YYYY-MM-DD folder"):
             if day not in days:
                 continue
-            for hour_entry in _listdir(date_dir, root):
-                hour_dir = date_dir / hour_entry
-                if not re.fullmatch(r"arrival_hour=\d{2}", hour_entry) or not hour_dir.is_dir():
-                    skip(hour_dir, "not an arrival_hour=HH folder")
-                    continue
+            for hh, hour_dir in folders(date_dir, r"arrival_hour=\d{2}", "not an arrival_hour=HH folder"):
                 try:
-                    hour = datetime.strptime(f"{day} {hour_entry[-2:]}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc)
+                    hour = datetime.strptime(f"{day} {hh}", "%Y-%m-%d %H").replace(tzinfo=timezone.utc)
                 except ValueError:
                     skip(hour_dir, "not a valid date and hour")
                     continue
-                if hour not in hours:
-                    continue
-                _scan_hour(hour_dir, hour, source_id, wanted_set, root, out, skip)
+                if hour in hours:
+                    _scan_hour(hour_dir, hour, source_id, wanted_set, root, out, skip)
     out.files.sort(key=lambda f: f.name)
     return out
 

@@ -88,7 +88,7 @@ def test_spark_tasks_use_the_connection_and_delta(dag_bag):
 
 
 def test_join_strategy_parameter_offers_every_strategy(dag_bag):
-    from etl.core.config import JOIN_STRATEGIES
+    from etl.core.registry import NAMES as JOIN_STRATEGIES
 
     param = dag_bag.dags["etl_load"].params.get_param("join_strategy")
     assert param.value == "native"

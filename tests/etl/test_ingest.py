@@ -79,6 +79,7 @@ def test_rejection_ceiling_fails_the_run_after_quarantining(spark, cfg):
     assert read(spark, cfg, "rejected_updates").count() == 2
 
 
+@pytest.mark.no_tables
 def test_missing_landing_zone_fails_before_any_write(spark, cfg):
     with pytest.raises(LandingError, match="landing_root"):
         jobs.ingest(spark, cfg, INTERVAL)

@@ -1,8 +1,19 @@
 """Each rule of the partition policy, both ways, without Spark."""
 
+import random
+
 import pytest
 
-from etl.core.policy import ArrivalFrequency, Eviction, Granularity, PartitionPolicy
+from etl.core.policy import (
+    FINAL_STEP,
+    ArrivalFrequency,
+    Eviction,
+    Granularity,
+    PartitionPolicy,
+    SegmentSizes,
+    StepArrivals,
+    replay,
+)
 
 
 def policy(**over):
@@ -210,3 +221,56 @@ def test_plan_batches_is_a_pure_function_of_the_counts_and_covers_every_window_o
         assert all(g[-1] - g[0] < 3 for g in plan)
     assert plan_batches({}, Granularity(10, 10, 100, 3)) == []
     assert plan_batches({0: 999, 1: 999}, Granularity(10, 10, 100, 1)) == [[0], [1]]
+
+
+def _state(p: PartitionPolicy) -> tuple:
+    return (dict(p.resident), dict(p.pending), dict(p.oldest), dict(p.last_probe_step), p.now,
+            {s: round(p.freq.value(s), 9) for s in range(12)})
+
+
+def test_a_restart_s_replay_reaches_the_live_run_s_state_and_then_decides_alike():
+    """What a restart does (``replay`` over the done steps) must leave the policy exactly where the
+    live run stood, so the rest of the run probes and admits the same segments."""
+    rng = random.Random(7)
+    steps = list(range(8))
+    arrivals = {}
+    for step in steps:
+        by_epoch = {step * 2 + e: {rng.randrange(12): rng.randrange(1, 9) for _ in range(4)} for e in range(2)}
+        segs = {s for c in by_epoch.values() for s in c}
+        arrivals[step] = StepArrivals(by_epoch, {s: step * 60.0 + s for s in segs}, step * 60.0 + 59)
+    new_keys = {step: {rng.randrange(12): rng.randrange(0, 3)} for step in steps}
+
+    def fresh():
+        return PartitionPolicy(n_invoke=12, r_wb=0.4, alpha=0.3, tau=10, rho=0.25, memory_budget=900,
+                               wait_buffer_tuples=60, max_wait_s=240), SegmentSizes({s: 20 + s for s in range(12)}, 10.0)
+
+    live, live_sizes = fresh()
+    for step in steps:  # the mechanism's order: observe and route, probe what is due, commit
+        live.observe(arrivals[step])
+        for seg in live.probes_due():
+            live.probed(seg, live_sizes.bytes(seg), step)
+        live_sizes.grow(new_keys[step], live)
+    restarted, sizes = fresh()
+    replay(restarted, sizes, steps, arrivals, new_keys)
+    assert _state(restarted) == _state(live) and sizes.tuples == live_sizes.tuples
+    assert live.last_probe_step and live.resident  # the run did probe and admit
+    later = StepArrivals({99: {3: 20, 5: 1}}, {3: 600.0, 5: 600.0}, 600.0)
+    assert restarted.observe(later) == live.observe(later)
+    assert restarted.probes_due() == live.probes_due()
+
+
+def test_the_flush_s_probe_is_recorded_as_the_final_step():
+    p = PartitionPolicy(n_invoke=1, r_wb=0.4, alpha=0.3, tau=10, rho=0.25, memory_budget=0, wait_buffer_tuples=10)
+    p.observe(StepArrivals({0: {4: 1}}))
+    p.probed(4, 100, step=-1)
+    assert p.last_probe_step == {4: FINAL_STEP}
+    assert StepArrivals({0: {1: 2}, 1: {1: 3, 2: 1}}).totals() == {1: 5, 2: 1}
+
+
+def test_a_grown_resident_segment_may_push_another_out():
+    p = PartitionPolicy(n_invoke=1, r_wb=0.4, alpha=0.3, tau=10, rho=0.25, memory_budget=300, wait_buffer_tuples=10)
+    sizes = SegmentSizes({1: 10, 2: 10}, 10.0)
+    p.probed(1, sizes.bytes(1))
+    p.probed(2, sizes.bytes(2))
+    assert set(p.resident) == {1, 2}
+    assert sizes.grow({2: 12}, p) == [1] and sizes.tuples == {1: 10, 2: 22} and p.resident == {2: 220}

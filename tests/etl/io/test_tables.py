@@ -1,5 +1,9 @@
+import pytest
+
 from etl.io.tables import ensure_tables, read
 from warehouse.schemas import TABLES
+
+pytestmark = pytest.mark.no_tables  # these tests create the tables themselves
 
 
 def test_tables_are_created_once_with_their_schema_and_partitioning(spark, cfg):

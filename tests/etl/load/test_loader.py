@@ -1,10 +1,12 @@
 """The contract of DESIGN.md §3 on the native strategy, with real Spark and real Delta tables."""
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
 
+import etl
 from etl import jobs
 from etl.core.interval import Interval
 from etl.core.oracle import decide
@@ -184,38 +186,6 @@ def test_a_warehouse_given_as_a_uri_with_meta_elsewhere_loads_the_same(spark, cf
         assert_df_equality(snapshot(spark, split, [name])[name], snapshot(spark, plain, [name])[name], ignore_nullable=True)
 
 
-def test_the_key_map_merge_reads_only_the_segments_the_batch_touches(spark, tmp_path):
-    """A file of a segment the batch does not touch is removed from disk: the MERGE with the
-    loader's condition never opens it (so key_map is not scanned whole every batch), while the
-    MERGE on the keys alone does and fails."""
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
-
-    from etl.load.loader import key_map_merge_condition
-
-    path = str(tmp_path / "km")
-    rows = [(s, f"k{s}-{i}", s * 10 + i, s) for s in range(3) for i in range(3)]
-    spark.createDataFrame(rows, "source_id int, natural_key string, surrogate_key long, segment_id int") \
-        .write.format("delta").partitionBy("segment_id").save(path)
-    victim = next((tmp_path / "km" / "segment_id=2").glob("*.parquet"))
-    victim.unlink()
-    changes = spark.createDataFrame([(0, "k0-1", 99, 0), (0, "new", 100, 0)],
-                                    "source_id int, natural_key string, surrogate_key long, segment_id int")
-
-    def merge(condition):
-        (DeltaTable.forPath(spark, path).alias("t").merge(changes.alias("s"), condition)
-         .whenMatchedUpdate(set={"surrogate_key": "s.surrogate_key"}).whenNotMatchedInsertAll().execute())
-
-    assert key_map_merge_condition(changes).startswith("t.segment_id IN (0) AND ")
-    merge(key_map_merge_condition(changes))
-    seg0 = spark.read.format("delta").load(path).where(F.col("segment_id") == 0)
-    assert sorted((r.natural_key, r.surrogate_key) for r in seg0.collect()) == [
-        ("k0-0", 0), ("k0-1", 99), ("k0-2", 2), ("new", 100)
-    ]
-    with pytest.raises(Exception, match="(?i)not exist|FileNotFound|FAILED_READ_FILE"):
-        merge("t.source_id = s.source_id AND t.natural_key = s.natural_key")
-
-
 def test_merges_mark_changed_rows_with_deletion_vectors_instead_of_rewriting_files(spark, cfg, tmp_path):
     """With ``deletion_vectors`` (the default) the MERGEs into key_map and customer_current mark
     changed rows in deletion vectors and copy no unchanged row; with it off they rewrite the
@@ -245,3 +215,20 @@ def test_merges_mark_changed_rows_with_deletion_vectors_instead_of_rewriting_fil
         assert enabled is None and vectors == 0 and copied > 0, (name, enabled, vectors, copied)
         assert_df_equality(snapshot(spark, cfg, [name])[name], snapshot(spark, rewrite, [name])[name],
                            ignore_nullable=True)
+
+
+def test_the_load_path_does_not_import_the_maintenance_module():
+    """The hot path must not depend on the operations module, not even inside a function: it
+    settles a staged layout through ``etl.io.layout_store``."""
+    import ast
+
+    root = Path(etl.__file__).parent
+    load_path = [root / "jobs.py", root / "ingest.py", *root.glob("load/*.py"), *root.glob("strategies/**/*.py"),
+                 *root.glob("io/*.py"), *root.glob("transforms/*.py"), *root.glob("core/*.py")]
+    offenders = []
+    for path in load_path:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.relative_to(root)}: {n}" for n in names if n.startswith("etl.maintenance")]
+    assert len(load_path) > 20 and not offenders, offenders

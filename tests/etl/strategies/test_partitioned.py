@@ -181,13 +181,13 @@ def test_a_segment_admitted_then_evicted_in_one_probe_is_not_kept_in_memory(spar
     strategy = get_strategy("partitioned-range", spark, cfg, load_layout(cfg))
     strategy.begin("probe-test", None, [], [])
     policy = strategy.policy
-    policy.memory_budget = max(strategy._bytes(cold), strategy._bytes(hot))  # one segment fits, not two
+    policy.memory_budget = max(strategy.sizes.bytes(cold), strategy.sizes.bytes(hot))  # one segment fits, not two
     policy.freq.observe_counts({0: {hot: 1000}})
     policy.pending = {cold: 2, hot: 1}
     strategy._probe([cold, hot], 0, [])
 
     assert set(policy.resident) == {hot}
-    held = strategy.resident_df
+    held = strategy.resident.df
     assert {r.segment_id for r in held.select("segment_id").distinct().collect()} == {hot}
     want = strategy.lookup_columns(key_map.where(F.col("segment_id") == hot))
     assert sorted(held.drop("segment_id").collect()) == sorted(want.collect())  # each key once, current values
@@ -221,19 +221,17 @@ def test_a_probe_that_admits_reads_key_map_once(spark, cfg):
     assert set(strategy.policy.resident) == {seg}
     assert len(reads) == 1
     want = strategy.lookup_columns(key_map.where(F.col("segment_id") == seg))
-    assert sorted(strategy.resident_df.drop("segment_id").collect()) == sorted(want.collect())
+    assert sorted(strategy.resident.df.drop("segment_id").collect()) == sorted(want.collect())
     strategy.forget_snapshot()
 
 
 def test_a_probe_of_thousands_of_segments_at_once_selects_exactly_their_pending_rows(spark, cfg):
     """A full buffer over many small segments releases hundreds at once (at 20 million keys a
     nested OR per segment overflowed the JVM's stack); each segment keeps its own last probe step."""
-    from etl.io.layout_store import load_layout
-    from etl.strategies.partitioned import PartitionedJoin
+    from etl.strategies.partitioned.wait_buffer import pending_condition
 
-    join = PartitionedJoin(spark, cfg, load_layout(cfg), "range")
     due = list(range(3000))
-    join.last_probe_step = {s: s for s in due if s % 3}  # every segment its own step; a third never probed
+    last_probe_step = {s: s for s in due if s % 3}  # every segment its own step; a third never probed
     rows = spark.createDataFrame([(s, s + d) for s in due for d in (0, 1)], "segment_id int, batch_index int")
-    got = sorted((r.segment_id, r.batch_index) for r in rows.where(join._pending_condition(due)).collect())
+    got = sorted((r.segment_id, r.batch_index) for r in rows.where(pending_condition(due, last_probe_step)).collect())
     assert got == sorted((s, s + d) for s in due for d in (0, 1) if s % 3 == 0 or d == 1)

@@ -1,0 +1,99 @@
+"""Applying a logged batch to the warehouse: small Delta operations, each a function of a table
+and the changes (mack-style), each tested on a few rows (tests/etl/load/test_apply.py).
+
+Both MERGEs are idempotent: a row is changed only by a batch newer than the one that last changed
+it (``updated_batch_seq``), so recovery may apply a logged batch again."""
+
+from __future__ import annotations
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from etl.core.config import EtlConfig
+from etl.io.tables import conform
+from etl.load.results import OUTCOME_COUNTS
+
+CUSTOMER_CURRENT_MERGE_CONDITION = "t.surrogate_key = s.surrogate_key"
+
+
+def key_map_merge_condition(changes: DataFrame) -> str:
+    """The key_map MERGE's match condition, narrowed to the segments the batch touches.
+
+    Delta finds a MERGE's target files with a join over every file its condition does not rule
+    out by target-only predicates; without the literal segment list every batch would scan all
+    of key_map, whatever the join strategy read (a key's row lives in its segment's partition)."""
+    keys = "t.source_id = s.source_id AND t.natural_key = s.natural_key"
+    segments = sorted(int(r[0]) for r in changes.select("segment_id").distinct().collect())
+    if not segments:
+        return keys
+    return f"t.segment_id IN ({', '.join(map(str, segments))}) AND {keys}"
+
+
+def merge_key_map(table: DeltaTable, changes: DataFrame) -> None:
+    """``changes`` (``transforms.outcomes.key_map_changes``: one row per key of the batch) into
+    ``key_map``: known keys advance their hash, sequence and arrival; new keys are inserted."""
+    (
+        table.alias("t")
+        .merge(changes.alias("s"), key_map_merge_condition(changes))
+        .whenMatchedUpdate(
+            condition="t.updated_batch_seq < s.batch_seq",
+            set={
+                "row_hash": "coalesce(s.applied_row_hash, t.row_hash)",
+                "last_source_seq": "greatest(t.last_source_seq, s.max_source_seq)",
+                "last_arrival_ts": "greatest(t.last_arrival_ts, s.last_arrival_ts)",
+                "updated_batch_seq": "s.batch_seq",
+            },
+        )
+        .whenNotMatchedInsert(
+            condition="s.is_new",
+            values={
+                "source_id": "s.source_id",
+                "natural_key": "s.natural_key",
+                "surrogate_key": "s.surrogate_key",
+                "row_hash": "s.applied_row_hash",
+                "last_source_seq": "s.max_source_seq",
+                "first_arrival_ts": "s.new_arrival_ts",
+                "last_arrival_ts": "s.last_arrival_ts",
+                "created_batch_seq": "s.batch_seq",
+                "updated_batch_seq": "s.batch_seq",
+                "segment_id": "s.segment_id",
+            },
+        )
+        .execute()
+    )
+
+
+def merge_current(table: DeltaTable, state: DataFrame) -> None:
+    """``state`` (``transforms.outcomes.current_state_rows``: a key's last applied update) into
+    ``customer_current``, unless that row is already as new."""
+    (
+        table.alias("t")
+        .merge(conform(state, "customer_current").alias("s"), CUSTOMER_CURRENT_MERGE_CONDITION)
+        .whenMatchedUpdateAll(condition="t.updated_batch_seq < s.updated_batch_seq")
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+
+
+def delta_table(spark, cfg: EtlConfig, name: str) -> DeltaTable:
+    return DeltaTable.forPath(spark, cfg.table_path(name))
+
+
+def summarise_outcomes(outcomes: DataFrame) -> dict:
+    """One pass over a logged batch: its size, outcome counts, the first key it allocated (what
+    recovery needs), and the arrival times its delays are measured from."""
+    row = outcomes.agg(
+        F.count(F.lit(1)).alias("n"),
+        *[F.sum((F.col("outcome") == k).cast("long")).alias(k) for k in OUTCOME_COUNTS],
+        F.min(F.when(F.col("outcome") == "new", F.col("surrogate_key"))).alias("min_new_key"),
+        F.avg(F.unix_micros("arrival_ts")).alias("avg_arrival_us"),
+        F.percentile_approx(F.unix_micros("arrival_ts"), F.lit(0.01), F.lit(10000)).alias("p01_arrival_us"),
+    ).first()
+    return {
+        "n": int(row["n"]),
+        "counts": {k: int(row[k] or 0) for k in OUTCOME_COUNTS},
+        "min_new_key": row["min_new_key"],
+        "avg_arrival_s": row["avg_arrival_us"] / 1e6 if row["avg_arrival_us"] is not None else None,
+        "p01_arrival_s": row["p01_arrival_us"] / 1e6 if row["p01_arrival_us"] is not None else None,
+    }

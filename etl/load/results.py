@@ -1,0 +1,82 @@
+"""What a load reports: one ``BatchResult`` per committed step, summed by ``LoadResult`` into the
+run summary the CLI prints and the DAG logs. Pure Python."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+OUTCOME_COUNTS = ("matched", "new", "duplicate", "stale")
+FLUSH_STEP = -1  # batch_index of the release made by flush() at the end of a run
+
+
+@dataclass
+class BatchResult:
+    run_key: str
+    batch_index: int
+    batch_seq: int
+    updates_in: int
+    counts: dict
+    keys_allocated: int
+    delay_avg_s: float | None
+    delay_p99_s: float | None
+    duration_s: float
+    recovered: bool = False
+
+
+@dataclass
+class LoadResult:
+    run_key: str
+    strategy: str
+    batches: list[BatchResult] = field(default_factory=list)
+    skipped_batches: int = 0
+    recovered_batches: int = 0
+
+    @property
+    def counts(self) -> dict:
+        total = {k: 0 for k in OUTCOME_COUNTS}
+        for b in self.batches:
+            for k in OUTCOME_COUNTS:
+                total[k] += b.counts.get(k, 0)
+        return total
+
+    def summary(self) -> dict:
+        delays = [(b.delay_avg_s, b.updates_in) for b in self.batches if b.delay_avg_s is not None]
+        weight = sum(n for _, n in delays)
+        return {
+            "run_key": self.run_key,
+            "strategy": self.strategy,
+            "batches_committed": len(self.batches),
+            "batches_already_done": self.skipped_batches,
+            "batches_recovered": self.recovered_batches,
+            "updates_in": sum(b.updates_in for b in self.batches),
+            "outcomes": self.counts,
+            "keys_allocated": sum(b.keys_allocated for b in self.batches),
+            "delay_avg_s": (sum(d * n for d, n in delays) / weight) if weight else None,
+            "delay_p99_s": max((b.delay_p99_s for b in self.batches if b.delay_p99_s is not None), default=None),
+            "batches": [asdict(b) for b in self.batches],
+        }
+
+
+@dataclass(frozen=True)
+class Step:
+    """One committed step of a run, as the ledger records it."""
+
+    run_key: str
+    batch_index: int
+    batch_seq: int
+    strategy: str
+    started: float  # epoch seconds
+    committed: float
+    next_key: int  # the first surrogate key this step could allocate
+    updates_in: int = 0
+    counts: dict = field(default_factory=lambda: {k: 0 for k in OUTCOME_COUNTS})
+    delay_avg_s: float | None = None
+    delay_p99_s: float | None = None
+
+    @property
+    def keys_allocated(self) -> int:
+        return self.counts["new"]
+
+    def result(self) -> BatchResult:
+        return BatchResult(self.run_key, self.batch_index, self.batch_seq, self.updates_in, self.counts,
+                           self.keys_allocated, self.delay_avg_s, self.delay_p99_s, self.committed - self.started)

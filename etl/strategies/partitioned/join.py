@@ -1,0 +1,189 @@
+"""The partitioned join's steps. Every decision is ``etl.core.policy.PartitionPolicy``'s; this
+module only moves data. One step per micro-batch:
+
+1. the batch's tuples get their segment (Spark), per-epoch segment counts are collected (small)
+   and fed to the policy, which routes each segment: resident (join now) or waiting;
+2. waiting tuples are appended to the durable wait buffer (``wait_buffer.py``);
+3. the policy names the segments to probe; ONE release is built: the batch's resident tuples
+   joined with the in-memory copy (``resident.py``), plus every pending tuple of the probed
+   segments joined with a partition-pruned read of those segments of ``key_map``; a probed
+   segment may then be admitted and another evicted.
+
+A key's tuples are therefore released in arrival order, which is all the loader needs for
+exactness. After a crash, ``begin`` gathers what the done steps brought (counts from
+``ingested_updates``, segment growth from ``outcome_log``, sizes at run start from a snapshot)
+and the pure ``policy.replay`` brings the policy to where the uninterrupted run stood.
+"""
+
+from __future__ import annotations
+
+from functools import reduce
+
+from pyspark.sql import Window
+from pyspark.sql import functions as F
+
+from etl.core.policy import PartitionPolicy, SegmentSizes, StepArrivals, replay
+from etl.io.tables import read, table_bytes
+from etl.strategies.base import KEY, UPDATE_COLUMNS, JoinStats, JoinStrategy
+from etl.strategies.partitioned.resident import ResidentSet
+from etl.strategies.partitioned.wait_buffer import WaitBuffer
+from etl.transforms.layout import segment_column
+
+
+class PartitionedJoin(JoinStrategy):
+    def __init__(self, spark, cfg, layout, variant: str) -> None:
+        super().__init__(spark, cfg, layout)
+        self.name = f"partitioned-{variant}"
+        self.policy = PartitionPolicy.from_config(cfg)
+        self.segment_of = segment_column(layout)
+        self.sizes = SegmentSizes({}, 128.0)
+        self.resident = ResidentSet(lambda segments: self._with_segment(self._segments(segments)))
+        self.wait_buffer: WaitBuffer | None = None
+        self.run_key = None
+        self._stats = JoinStats()
+        self._pending_bytes_read = 0
+
+    # ------------------------------------------------------------------ helpers
+
+    def _segments(self, segments: list[int]):
+        """The lookup rows of ``segments`` of key_map (a partition-pruned read)."""
+        return self.lookup_columns(self.key_map().where(F.col("segment_id").isin(segments)))
+
+    def _with_segment(self, df):
+        return df.withColumn("segment_id", self.segment_of(F.col("source_id"), F.col("natural_key")))
+
+    def _arrivals(self, df, offset: int) -> StepArrivals:
+        """Per-epoch segment counts of ``df`` in arrival order, epochs numbered from ``offset``
+        tuples; with them, for the wait bound, each segment's earliest arrival and the latest
+        arrival (epoch seconds; one Spark job for all three)."""
+        ranked = df.select(
+            "segment_id", F.unix_micros("arrival_ts").alias("_t"),
+            (F.row_number().over(Window.orderBy("arrival_ts", "update_id")) - 1 + offset).alias("_i"),
+        )
+        rows = (
+            ranked.groupBy((F.col("_i") / self.cfg.tau).cast("long").alias("epoch"), "segment_id")
+            .agg(F.count(F.lit(1)).alias("count"), F.min("_t").alias("first"), F.max("_t").alias("last"))
+            .collect()
+        )
+        by_epoch: dict[int, dict[int, int]] = {}
+        oldest: dict[int, float] = {}
+        for r in rows:
+            seg = int(r["segment_id"])
+            by_epoch.setdefault(int(r["epoch"]), {})[seg] = int(r["count"])
+            oldest[seg] = min(oldest.get(seg, r["first"] / 1e6), r["first"] / 1e6)
+        return StepArrivals(by_epoch, oldest, max((r["last"] / 1e6 for r in rows), default=None))
+
+    # ------------------------------------------------------------------ run start / restart
+
+    def begin(self, run_key: str, ingested, done_steps: list[int], ledger_rows: list) -> None:
+        self.run_key = run_key
+        self.wait_buffer = WaitBuffer(self.spark, self.cfg, run_key)
+
+        def sizes_now() -> dict:
+            # Rows per segment: only the partition column is selected, so Spark answers from the
+            # Parquet footers' row counts without reading key_map's data.
+            counts = self.key_map().groupBy("segment_id").count().collect()
+            total_rows = sum(int(r["count"]) for r in counts)
+            return {
+                "sizes": {str(r["segment_id"]): int(r["count"]) for r in counts},
+                "row_bytes": (table_bytes(self.spark, self.cfg, "key_map") / total_rows) if total_rows else 128.0,
+            }
+
+        data = self.run_snapshot(sizes_now)
+        self.sizes = SegmentSizes({int(k): v for k, v in data["sizes"].items()}, float(data["row_bytes"]))
+
+        steps = sorted(i for i in done_steps if i >= 0)
+        if steps:
+            replay(self.policy, self.sizes, steps, self._done_arrivals(ingested, steps),
+                   self._done_new_keys(run_key, steps, ledger_rows))
+        if self.policy.resident:
+            self._pending_bytes_read += sum(self.sizes.bytes(s) for s in self.policy.resident)
+            self.resident.sync(set(self.policy.resident))
+
+    def _done_arrivals(self, ingested, steps: list[int]) -> dict[int, StepArrivals]:
+        rows = self._with_segment(ingested.where(F.col("batch_index").isin(steps)))
+        n_of = {int(r["batch_index"]): int(r["count"]) for r in rows.groupBy("batch_index").count().collect()}
+        out, offset = {}, 0
+        for step in steps:
+            out[step] = self._arrivals(rows.where(F.col("batch_index") == step), offset)
+            offset += n_of.get(step, 0)
+        return out
+
+    def _done_new_keys(self, run_key: str, steps: list[int], ledger_rows: list) -> dict[int, dict[int, int]]:
+        """Per done step, the keys its commit inserted per segment (from ``outcome_log``)."""
+        step_of = {int(r["batch_seq"]): int(r["batch_index"]) for r in ledger_rows}
+        new_keys = (
+            self._with_segment(read(self.spark, self.cfg, "outcome_log").where(f"run_key = '{run_key}' AND outcome = 'new'"))
+            .groupBy("batch_seq", "segment_id")
+            .count()
+            .collect()
+        )
+        grown: dict[int, dict[int, int]] = {}
+        for r in new_keys:
+            step = step_of.get(int(r["batch_seq"]))
+            if step is not None:
+                grown.setdefault(step, {})[int(r["segment_id"])] = int(r["count"])
+        return grown
+
+    # ------------------------------------------------------------------ one step
+
+    def submit(self, batch, batch_index: int) -> list:
+        b = self._with_segment(batch).localCheckpoint(eager=True)
+        joined_segs, waiting_segs = self.policy.observe(self._arrivals(b, self.policy.freq.seen))
+        if waiting_segs:
+            self.wait_buffer.append(b.where(F.col("segment_id").isin(sorted(waiting_segs))), batch_index)
+        parts = []
+        if joined_segs:
+            parts.append(self.resident.join(b.where(F.col("segment_id").isin(sorted(joined_segs))).select(*UPDATE_COLUMNS)))
+        release = self._probe(self.policy.probes_due(), batch_index, parts)
+        b.unpersist()
+        return [release]
+
+    def flush(self) -> list:
+        return [self._probe(self.policy.drain(), -1, [])]
+
+    def _probe(self, due: list[int], step: int, parts: list):
+        """Join the pending tuples of ``due`` with their segments; admit/evict; return the release."""
+        stats = JoinStats(keymap_bytes_read=self._pending_bytes_read)
+        self._pending_bytes_read = 0
+        if due:
+            pending = self.wait_buffer.pending(due, self.policy.last_probe_step)
+            stats.keymap_bytes_read += sum(self.sizes.bytes(s) for s in due)
+            for seg in due:
+                decision = self.policy.probed(seg, self.sizes.bytes(seg), step)
+                stats.segments_probed += 1
+                if decision is not None and decision.admitted == seg:
+                    stats.segments_admitted += 1
+                    stats.segments_evicted += len(decision.evicted)
+            segment_data = self._segments(due)
+            if (set(self.policy.resident) - self.resident.loaded) & set(due):
+                # A segment is admitted: read the probed segments once, for the join and the copy.
+                segment_data = self._with_segment(segment_data).localCheckpoint(eager=True)
+                self.resident.sync(set(self.policy.resident), probed=(set(due), segment_data))
+                segment_data = segment_data.drop("segment_id")
+            else:
+                # A segment admitted early in this loop may be the victim of a later admission.
+                self.resident.sync(set(self.policy.resident))
+            parts.append(pending.join(segment_data, KEY, "left"))
+        stats.resident_bytes = self.policy.resident_bytes
+        stats.wait_buffer_tuples = self.policy.waiting
+        self._stats = stats
+        if not parts:
+            return None
+        return reduce(lambda a, c: a.unionByName(c), parts)
+
+    def keys_committed(self, km) -> None:
+        """Fold a commit's key_map changes into the segment sizes and the resident copy."""
+        grown = {int(r["segment_id"]): int(r["count"]) for r in km.where(F.col("is_new")).groupBy("segment_id").count().collect()}
+        evicted = self.sizes.grow(grown, self.policy)
+        if evicted:
+            self._stats.segments_evicted += len(evicted)
+            self.resident.sync(set(self.policy.resident))
+        self.resident.fold(km)
+
+    def end(self) -> None:
+        self.wait_buffer.release()
+        self.forget_snapshot()
+
+    def stats(self) -> JoinStats:
+        return self._stats

@@ -1,7 +1,7 @@
 """Maintenance: rebalance ``key_map``'s segments, OPTIMIZE and VACUUM the Delta tables.
 
 Every step holds the warehouse's load lock (it fails fast while a load runs). Rebalancing
-(range layout only; the hash layout has a fixed ``n_part``) follows ``segments.plan_rebalance``:
+(range layout only; the hash layout has a fixed ``n_part``) follows ``etl.core.layout.plan_rebalance``:
 it rewrites only the touched partitions of ``key_map``, in one Delta commit, and changes nothing
 but ``segment_id``. The new layout is written next to the current one first and promoted after
 the commit; a crash in between is settled on the next start by checking which layout the table

@@ -182,7 +182,9 @@ class PartitionedJoin(JoinStrategy):
         self.resident.fold(km)
 
     def end(self) -> None:
-        self.wait_buffer.release()
+        # Also reached through ``settle`` (a retry of a run whose flush is committed), without
+        # ``begin``: the run's wait buffer is named by ``run_key`` alone.
+        WaitBuffer(self.spark, self.cfg, self.run_key).release()
         self.forget_snapshot()
 
     def stats(self) -> JoinStats:

@@ -3,9 +3,10 @@ executors, write ingested/rejected/landed_files), median of N repetitions on one
 
     .venv/bin/python -m benchmarks.ingest --minutes 10 --rate 200 --repeat 3
 
-Prints one JSON line: lines, seconds per repetition, median, lines per second. Run it from
-another checkout's root (with that checkout first on PYTHONPATH) to compare two versions on the
-same machine and stream.
+Prints one JSON line: lines, seconds per repetition, median, lines per second. To compare with
+an older checkout on the same machine and stream, run this file by its path from that checkout's
+root with it first on PYTHONPATH, and the same ``--work`` landing (copied):
+``PYTHONPATH=. python /path/to/benchmarks/ingest.py --work DIR``.
 """
 
 from __future__ import annotations
@@ -19,14 +20,16 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from etl import jobs
-from etl.core.config import EtlConfig
 from etl.generator import StreamSpec, generate_stream
-from etl.io.spark import build_spark_session
 
 try:
+    from etl.core.config import EtlConfig
     from etl.core.interval import Interval
-except ImportError:  # an older checkout
+    from etl.io.spark import build_spark_session
+except ImportError:  # a checkout from before the layers (run this file by its path there)
+    from etl.config import EtlConfig
     from etl.ingest import Interval
+    from etl.spark import build_spark_session
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from etl.io.layout_store import load_layout
 from etl.io.tables import append_once, ensure_tables, read
 from etl.load.results import FLUSH_STEP
 from etl.transforms.layout import segment_column
+from etl.transforms.outcomes import with_natural_keys
 from warehouse.schemas import TABLES
 
 
@@ -79,11 +80,8 @@ def outcome_digest(spark, cfg: EtlConfig, run_key: str) -> dict:
     """The run's decisions as one order-free digest: per update its outcome, reason, whether it
     applies, and the natural key its surrogate key stands for (so runs that numbered new keys
     differently still agree). Two runs decided the same iff their digests are equal."""
-    keys = read(spark, cfg, "key_map").select(
-        "surrogate_key", F.concat_ws("/", "source_id", "natural_key").alias("stands_for"))
     rows = (
-        read(spark, cfg, "outcome_log").where(F.col("run_key") == run_key)
-        .join(keys, "surrogate_key", "left")
+        with_natural_keys(read(spark, cfg, "outcome_log").where(F.col("run_key") == run_key), read(spark, cfg, "key_map"))
         .select(F.xxhash64("update_id", "outcome", F.coalesce("reason", F.lit("")), "applies",
                            F.coalesce("stands_for", F.lit(""))).cast("decimal(38,0)").alias("h"))
     )

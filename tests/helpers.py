@@ -10,13 +10,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from chispa import assert_df_equality
-from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.core.oracle import decide
 from etl.io.landing import landing_file
 from etl.io.tables import read
+from etl.transforms.outcomes import with_natural_keys
 from warehouse.schemas import DETERMINISTIC_TABLES
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -75,12 +75,9 @@ BOOKKEEPING = {
 
 def canonical(spark, cfg, name: str):
     """``name`` with each surrogate key replaced by the natural key it stands for."""
-    keys = read(spark, cfg, "key_map").select(
-        "surrogate_key", F.concat_ws("/", "source_id", "natural_key").alias("_stands_for")
-    )
     df = read(spark, cfg, name).drop(*BOOKKEEPING.get(name, ()))
     if "surrogate_key" in df.columns:
-        df = df.join(keys, "surrogate_key", "left").drop("surrogate_key")
+        df = with_natural_keys(df, read(spark, cfg, "key_map"))
     return df.select(sorted(df.columns)).orderBy(*sorted(df.columns))
 
 

@@ -39,9 +39,6 @@ class Ledger:
             self._state = (int(row[0] or 0), int(row[1] or 1))
         return self._state
 
-    def done_batches(self, run_key: str) -> set[int]:
-        return {r[0] for r in self.table().where(f"run_key = '{run_key}'").select("batch_index").collect()}
-
     def rows(self, run_key: str) -> list[dict]:
         return [r.asDict() for r in self.table().where(f"run_key = '{run_key}'").collect()]
 

@@ -51,7 +51,6 @@ class Loader:
         self.spark = spark
         self.cfg = cfg
         self.spec = registry.spec(strategy_name or cfg.join_strategy)
-        self.strategy_name = self.spec.name
         self.ledger = Ledger(spark, cfg)
         # Settled under the lock (``_prepare``): a maintenance step may be changing them until then.
         self.layout = self.segment_of = self.strategy = None
@@ -62,7 +61,7 @@ class Loader:
         settle_pending_layout(self.spark, self.cfg)
         self.layout = load_layout(self.cfg, self.spec.new_layout)
         self.segment_of = segment_column(self.layout)
-        self.strategy = get_strategy(self.strategy_name, self.spark, self.cfg, self.layout)
+        self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout)
 
     # ------------------------------------------------------------------ the protocol
 
@@ -106,13 +105,13 @@ class Loader:
         check_no_overlap(self.spark, self.cfg, interval)
         ingested = read(self.spark, self.cfg, "ingested_updates").where(f"run_key = '{interval.run_key}'")
         ingested, indexes = self._plan(ingested, progress)
-        done = self.ledger.done_batches(interval.run_key)
+        ledger_rows = self.ledger.rows(interval.run_key)
+        done = {r["batch_index"] for r in ledger_rows}
         result.skipped_batches = len([i for i in indexes if i in done])
         todo = [i for i in indexes if i not in done]
         if FLUSH_STEP in done:
             self._settling_strategy(owner).settle(interval.run_key)
             return result
-        ledger_rows = self.ledger.rows(interval.run_key)
         self.strategy.begin(interval.run_key, ingested, sorted(done), ledger_rows)
         for n, index in enumerate(todo, 1):
             started = time.time()

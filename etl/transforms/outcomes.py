@@ -121,3 +121,11 @@ def current_state_rows(outcomes: DataFrame) -> DataFrame:
         "arrival_ts",
         F.col("batch_seq").alias("updated_batch_seq"),
     )
+
+
+def with_natural_keys(df: DataFrame, key_map: DataFrame) -> DataFrame:
+    """``df`` with each surrogate key replaced by the natural key it stands for (``stands_for``:
+    ``source_id/natural_key``): two warehouses compared up to the numbering of keys allocated
+    in a run (DESIGN.md §3.3), by the tests and the benchmark."""
+    keys = key_map.select("surrogate_key", F.concat_ws("/", *KEY).alias("stands_for"))
+    return df.join(keys, "surrogate_key", "left").drop("surrogate_key")

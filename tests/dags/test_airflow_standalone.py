@@ -23,8 +23,7 @@ import pytest
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
-from tests.helpers import ROOT
-from warehouse.schemas import DETERMINISTIC_TABLES
+from tests.helpers import ROOT, deterministic_tables
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e]
 DAY = "2026-11-20"
@@ -166,12 +165,6 @@ def airflow(tmp_path_factory):
                 os.killpg(af.pgid, 0)
 
 
-def snapshot(spark, cfg):
-    from etl.io.tables import read
-
-    return {name: sorted(read(spark, cfg, name).collect()) for name in DETERMINISTIC_TABLES}
-
-
 def test_the_admin_password_is_private_and_not_in_the_log(airflow):
     passwords = airflow.tmp / "airflow" / "simple_auth_manager_passwords.json.generated"
     assert stat.S_IMODE(passwords.stat().st_mode) == 0o600
@@ -206,13 +199,13 @@ def test_a_backfill_gives_the_warehouse_the_scheduled_runs_would(airflow, spark,
     for interval in intervals:
         jobs.ingest(spark, reference, interval)
         jobs.load(spark, reference, interval)
-    assert snapshot(spark, airflow.etl_config()) == snapshot(spark, reference)
+    assert deterministic_tables(spark, airflow.etl_config()) == deterministic_tables(spark, reference)
 
 
 def test_rerunning_a_completed_run_changes_nothing(airflow, spark):
     """Airflow's rerun (clear a successful run through the REST API): every task runs again,
     every table stays the same."""
-    before = snapshot(spark, airflow.etl_config())
+    before = deterministic_tables(spark, airflow.etl_config())
 
     def the_10_10_run():
         return next(r for r in airflow.runs("etl_load") if r["data_interval_start"].startswith(f"{DAY}T10:10"))
@@ -225,7 +218,7 @@ def test_rerunning_a_completed_run_changes_nothing(airflow, spark):
         900,
     )
     assert rerun["state"] == "success"
-    assert snapshot(spark, airflow.etl_config()) == before
+    assert deterministic_tables(spark, airflow.etl_config()) == before
 
 
 def test_the_quality_report_dag_writes_suites_plots_and_windows(airflow):

@@ -38,12 +38,16 @@ class PartitionedJoin(JoinStrategy):
         self.segment_of = segment_column(layout)
         self.sizes = SegmentSizes({}, 128.0)
         self.resident = ResidentSet(lambda segments: self._with_segment(self._segments(segments)))
-        self.wait_buffer: WaitBuffer | None = None
         self.run_key = None
         self._stats = JoinStats()
         self._pending_bytes_read = 0
 
     # ------------------------------------------------------------------ helpers
+
+    @property
+    def wait_buffer(self) -> WaitBuffer:
+        """The run's wait buffer, named by ``run_key`` alone (``settle`` reaches ``end`` without ``begin``)."""
+        return WaitBuffer(self.spark, self.cfg, self.run_key)
 
     def _segments(self, segments: list[int]):
         """The lookup rows of ``segments`` of key_map (a partition-pruned read)."""
@@ -77,7 +81,6 @@ class PartitionedJoin(JoinStrategy):
 
     def begin(self, run_key: str, ingested, done_steps: list[int], ledger_rows: list) -> None:
         self.run_key = run_key
-        self.wait_buffer = WaitBuffer(self.spark, self.cfg, run_key)
 
         def sizes_now() -> dict:
             # Rows per segment: only the partition column is selected, so Spark answers from the
@@ -182,9 +185,7 @@ class PartitionedJoin(JoinStrategy):
         self.resident.fold(km)
 
     def end(self) -> None:
-        # Also reached through ``settle`` (a retry of a run whose flush is committed), without
-        # ``begin``: the run's wait buffer is named by ``run_key`` alone.
-        WaitBuffer(self.spark, self.cfg, self.run_key).release()
+        self.wait_buffer.release()
         self.forget_snapshot()
 
     def stats(self) -> JoinStats:

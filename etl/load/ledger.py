@@ -1,6 +1,7 @@
 """The ledger: ``batch_ledger`` says which steps of which run are done, the last ``batch_seq`` and
 the next surrogate key; ``join_metrics`` holds each step's measurements. Appended once per step,
-metrics first, the ledger row last (the step is done when its ledger row is)."""
+metrics first, the ledger row last (the step is done when its ledger row is). A recovered step
+may find its metrics row already written by the run that crashed: it is not written twice."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
 from etl.core.faults import crash_point
-from etl.io.tables import append_once, read
+from etl.io.tables import append, append_unless_present, read
 from etl.strategies import JoinStats
 from warehouse.schemas import TABLES
 
@@ -42,7 +43,7 @@ class Ledger:
     def rows(self, run_key: str) -> list[dict]:
         return [r.asDict() for r in self.table().where(f"run_key = '{run_key}'").collect()]
 
-    def record(self, step, stats: JoinStats) -> None:
+    def record(self, step, stats: JoinStats, recovering: bool = False) -> None:
         """The step's ``join_metrics`` row, then its ``batch_ledger`` row: the step is done."""
         committed_at = datetime.fromtimestamp(step.committed, tz=timezone.utc)
         self._append({
@@ -66,7 +67,7 @@ class Ledger:
             "batch_started_at": datetime.fromtimestamp(step.started, tz=timezone.utc),
             "committed_at": committed_at,
             "duration_s": step.committed - step.started,
-        }, "join_metrics", step.batch_seq)
+        }, "join_metrics", step.batch_seq, recovering)
         crash_point("load.metrics_appended")
         next_key = step.next_key + step.keys_allocated
         self._append({
@@ -78,11 +79,14 @@ class Ledger:
             "keys_allocated": step.keys_allocated,
             "next_surrogate_key": next_key,
             "committed_at": committed_at,
-        }, "batch_ledger", step.batch_seq)
+        }, "batch_ledger", step.batch_seq, recovering)
         self._state = (step.batch_seq, next_key)
         crash_point("load.ledger_appended")
 
-    def _append(self, row: dict, table: str, batch_seq: int) -> None:
+    def _append(self, row: dict, table: str, batch_seq: int, recovering: bool) -> None:
         schema = TABLES[table].schema
         df = self.spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema)
-        append_once(df, self.cfg, table, batch_seq)
+        if recovering:
+            append_unless_present(self.spark, df, self.cfg, table, batch_seq)
+        else:
+            append(df, self.cfg, table)

@@ -6,12 +6,13 @@ Commit protocol of one released micro-batch (``batch_seq`` is global and increas
    (the write-ahead log; Delta skips the append if this ``batch_seq`` was already logged);
 2. apply it from the log: MERGE into ``key_map`` and ``customer_current`` (guarded by
    ``updated_batch_seq < batch_seq``, so a second application changes nothing), then append
-   ``applied_changes``, ``duplicates_quarantine`` and ``join_metrics`` with Delta's
-   ``txnAppId``/``txnVersion`` (a retry is skipped);
+   ``applied_changes``, ``duplicates_quarantine`` and ``join_metrics``;
 3. append the ``batch_ledger`` row: the batch is done.
 
 A crash anywhere leaves either nothing (step 1 not committed: the batch is decided again from
 the same state) or a logged batch that ``recover`` applies again before anything else runs.
+Only a recovered batch can meet its own earlier appends, so only recovery looks for them
+(``append_unless_present``); in steady state every append is plain.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from etl.core.policy import load_batches
 from etl.io.layout_store import load_layout, settle_pending_layout
 from etl.io.lock import LoadLock
 from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, run_owner
-from etl.io.tables import append_once, ensure_tables, read
+from etl.io.tables import append, append_unless_present, ensure_tables, read
 from etl.load.apply import delta_table, merge_current, merge_key_map, summarise_outcomes
 from etl.load.ledger import Ledger
 from etl.load.results import FLUSH_STEP, BatchResult, LoadResult, Step
@@ -164,7 +165,7 @@ class Loader:
             F.lit(run_key).alias("run_key"),
             F.lit(batch_seq).cast("long").alias("batch_seq"),
         )
-        append_once(decided.withColumn("batch_index", F.lit(batch_index)), self.cfg, "outcome_log", batch_seq)
+        append(decided.withColumn("batch_index", F.lit(batch_index)), self.cfg, "outcome_log")
         crash_point("load.outcome_logged")
         return self._apply(run_key, batch_index, batch_seq, started, next_key, self.strategy.stats())
 
@@ -179,9 +180,10 @@ class Loader:
             .where(f"run_key = '{run_key}' AND batch_seq = {batch_seq}")
             .cache()
         )
+        recovering = next_key is None
         try:
             summary = summarise_outcomes(outcomes)
-            if next_key is None:  # recovering: the log knows which keys it allocated
+            if recovering:  # recovering: the log knows which keys it allocated
                 next_key = int(summary["min_new_key"]) if summary["min_new_key"] is not None else self.ledger.state()[1]
 
             changes = key_map_changes(outcomes, self.segment_of).cache()
@@ -192,8 +194,11 @@ class Loader:
 
             merge_current(delta_table(self.spark, self.cfg, "customer_current"), current_state_rows(outcomes))
             crash_point("load.current_merged")
-            append_once(outcomes.where("applies"), self.cfg, "applied_changes", batch_seq)
-            append_once(outcomes.where("NOT applies"), self.cfg, "duplicates_quarantine", batch_seq)
+            for table, rows in (("applied_changes", outcomes.where("applies")), ("duplicates_quarantine", outcomes.where("NOT applies"))):
+                if recovering:
+                    append_unless_present(self.spark, rows, self.cfg, table, batch_seq)
+                else:
+                    append(rows, self.cfg, table)
             crash_point("load.changes_appended")
 
             committed = time.time()
@@ -203,7 +208,7 @@ class Loader:
                 delay_avg_s=committed - summary["avg_arrival_s"] if summary["avg_arrival_s"] is not None else None,
                 delay_p99_s=committed - summary["p01_arrival_s"] if summary["p01_arrival_s"] is not None else None,
             )
-            self.ledger.record(step, stats)
+            self.ledger.record(step, stats, recovering)
         finally:
             outcomes.unpersist()
         return step.result()

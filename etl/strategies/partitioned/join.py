@@ -39,6 +39,7 @@ class PartitionedJoin(JoinStrategy):
         self.sizes = SegmentSizes({}, 128.0)
         self.resident = ResidentSet(lambda segments: self._with_segment(self._segments(segments)))
         self.run_key = None
+        self._wait_buffer = None
         self._stats = JoinStats()
         self._pending_bytes_read = 0
 
@@ -46,8 +47,11 @@ class PartitionedJoin(JoinStrategy):
 
     @property
     def wait_buffer(self) -> WaitBuffer:
-        """The run's wait buffer, named by ``run_key`` alone (``settle`` reaches ``end`` without ``begin``)."""
-        return WaitBuffer(self.spark, self.cfg, self.run_key)
+        """The run's wait buffer, named by ``run_key`` alone (``settle`` reaches ``end`` without
+        ``begin``); ``begin`` opens a new one, whose first append may be a replay."""
+        if self._wait_buffer is None or self._wait_buffer.run_key != self.run_key:
+            self._wait_buffer = WaitBuffer(self.spark, self.cfg, self.run_key)
+        return self._wait_buffer
 
     def _segments(self, segments: list[int]):
         """The lookup rows of ``segments`` of key_map (a partition-pruned read)."""
@@ -81,6 +85,7 @@ class PartitionedJoin(JoinStrategy):
 
     def begin(self, run_key: str, ingested, done_steps: list[int], ledger_rows: list) -> None:
         self.run_key = run_key
+        self._wait_buffer = WaitBuffer(self.spark, self.cfg, run_key)
 
         def sizes_now() -> dict:
             # Rows per segment: only the partition column is selected, so Spark answers from the

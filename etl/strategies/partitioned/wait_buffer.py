@@ -1,6 +1,9 @@
 """The durable wait buffer: tuples of segments that are not resident wait here, in the
-``wait_buffer`` table, until their segment is probed. Appends carry ``txnVersion`` = the step, so
-a replayed step appends nothing twice; the run's rows are dropped in one commit when it ends."""
+``wait_buffer`` table, until their segment is probed. Only the first step a load submits can be a
+replay of a step whose append committed before a crash (each step's ledger row is written before
+the next step starts), so only that append looks for its rows first; the others are plain appends
+(a Delta ``txnVersion`` on every one cost 0.77 s per step). The run's rows are dropped in one
+commit when it ends."""
 
 from __future__ import annotations
 
@@ -19,24 +22,28 @@ class WaitBuffer:
         self.spark = spark
         self.path = cfg.table_path("wait_buffer")
         self.run_key = run_key
+        self._may_replay = True  # until this buffer's first append
 
     def append(self, tuples: DataFrame, step: int) -> None:
         """The step's waiting tuples (with ``segment_id``), once per step."""
+        if self._may_replay:
+            self._may_replay = False
+            if self._rows().where(F.col("batch_index") == step).limit(1).count():
+                return  # appended by the attempt that crashed
         (
             tuples.select(F.lit(self.run_key).alias("run_key"), *UPDATE_COLUMNS, F.lit(step).alias("batch_index"), "segment_id")
             .write.format("delta")
             .mode("append")
-            .option("txnAppId", f"wait_buffer:{self.run_key}")
-            .option("txnVersion", step)
             .save(self.path)
         )
         crash_point("partitioned.wait_buffer_appended")
 
+    def _rows(self) -> DataFrame:
+        return self.spark.read.format("delta").load(self.path).where(F.col("run_key") == self.run_key)
+
     def pending(self, due: list[int], last_probe_step: Mapping[int, int]) -> DataFrame:
         """The still-pending tuples of the segments ``due``: appended after their last probe."""
-        rows = self.spark.read.format("delta").load(self.path).where(
-            (F.col("run_key") == self.run_key) & F.col("segment_id").isin(due)
-        )
+        rows = self._rows().where(F.col("segment_id").isin(due))
         return rows.where(pending_condition(due, last_probe_step)).select(*UPDATE_COLUMNS)
 
     def release(self) -> None:

@@ -25,19 +25,20 @@ def test_a_table_from_an_older_version_gains_the_new_columns(spark, cfg):
     assert read(spark, cfg, "join_metrics").schema.fieldNames() == TABLES["join_metrics"].schema.fieldNames()
 
 
-def test_a_retried_append_is_skipped_by_its_transaction_version(spark, cfg):
-    """What makes a task retry safe: the same (txnAppId, txnVersion) commits once."""
+def test_a_recovered_append_is_skipped_when_its_batch_is_already_there(spark, cfg):
+    """What makes recovery safe without a Delta transaction marker on every append: a retried
+    batch's append finds its batch_seq's rows and adds nothing; another batch is appended."""
     from datetime import datetime, timezone
 
-    from etl.io.tables import append_once
+    from etl.io.tables import append, append_unless_present
 
     ensure_tables(spark, cfg)
     at = datetime(2026, 11, 22, tzinfo=timezone.utc)
     row = lambda i: ("run-a", i, 10 + i, "native", 5, 1, 100 + i, at)  # noqa: E731
     batch = lambda i: spark.createDataFrame([row(i)], TABLES["batch_ledger"].schema)  # noqa: E731
-    append_once(batch(0), cfg, "batch_ledger", txn_version=1, app_id="run-a")
-    append_once(batch(0), cfg, "batch_ledger", txn_version=1, app_id="run-a")  # the retry
-    append_once(batch(1), cfg, "batch_ledger", txn_version=2, app_id="run-a")
+    append(batch(0), cfg, "batch_ledger")
+    assert append_unless_present(spark, batch(0), cfg, "batch_ledger", batch_seq=10) is False  # the retry
+    assert append_unless_present(spark, batch(1), cfg, "batch_ledger", batch_seq=11) is True
     got = sorted(tuple(r) for r in read(spark, cfg, "batch_ledger").drop("committed_at").collect())
     assert got == [row(0)[:-1], row(1)[:-1]]
 

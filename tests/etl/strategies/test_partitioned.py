@@ -132,7 +132,8 @@ def test_block_granularity_groups_windows_by_backlog_and_survives_a_restart(spar
     from etl.core.policy import Granularity, plan_batches
 
     cfg = cfg.replace(join_strategy="partitioned-range", micro_batch_seconds=10, h_mark=40, l_mark=10, block_factor=3, **TINY)
-    generate_stream(StreamSpec(start=T0, duration_s=120, rate=5, b=0.85, seed=9, key_domain=200), cfg.landing_path)
+    # A minute of bursts: windows 1-3 form one block, 4-5 another, window 0 stands alone.
+    generate_stream(StreamSpec(start=T0, duration_s=60, rate=5, b=0.85, seed=2, key_domain=200), cfg.landing_path)
     whole = cfg.replace(warehouse_root=str(tmp_path / "whole"), runs_root=str(tmp_path / "whole-runs"))
     for c in (cfg, whole):
         jobs.ingest(spark, c, FIRST)

@@ -14,12 +14,10 @@ import argparse
 import json
 import shutil
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
-from etl.core.config import EtlConfig
-from etl.io.spark import build_spark_session
+from benchmarks.measures import scratch_spark
 
 
 def main() -> None:
@@ -28,9 +26,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--out", default="docs/results/append_marker.json")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="bench-append-"))
-    spark = build_spark_session(EtlConfig(warehouse_root=str(work / "wh"), spark_shuffle_partitions=2),
-                                app_name="bench-append-marker", master="local[2]")
+    work, spark = scratch_spark("append")
     jobs = lambda: spark.sparkContext._jsc.sc().dagScheduler().nextJobId()  # noqa: E731
     try:
         row = spark.createDataFrame([(1, "a")], "x long, y string")

@@ -24,12 +24,10 @@ import json
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from etl.core.config import EtlConfig
-from etl.io.spark import build_spark_session
+from benchmarks.measures import scratch_spark
 from etl.io.tables import DELETION_VECTORS
 from etl.load.apply import CUSTOMER_CURRENT_MERGE_CONDITION
 from warehouse.schemas import CUSTOMER_CURRENT
@@ -46,9 +44,7 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=40, help="successive MERGEs of the sustained part (0: skip it)")
     ap.add_argument("--out", default="docs/results/deletion_vectors.json")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="bench-dv-"))
-    spark = build_spark_session(EtlConfig(warehouse_root=str(work / "wh"), spark_shuffle_partitions=2),
-                                app_name="bench-dv", master="local[2]")
+    work, spark = scratch_spark("dv")
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 

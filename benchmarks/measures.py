@@ -3,6 +3,7 @@ run (files, segment bytes, and the digest of its decisions that runs of one rate
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 from delta.tables import DeltaTable
@@ -13,11 +14,20 @@ from etl.core.interval import Interval
 from etl.generator import CITIES
 from etl.ingest import row_hash
 from etl.io.layout_store import load_layout
-from etl.io.tables import append_once, ensure_tables, read
+from etl.io.spark import build_spark_session
+from etl.io.tables import append, ensure_tables, read
 from etl.load.results import FLUSH_STEP
 from etl.transforms.layout import segment_column
 from etl.transforms.outcomes import with_natural_keys
 from warehouse.schemas import TABLES
+
+
+def scratch_spark(name: str):
+    """A scratch folder and a ``local[2]`` session for a micro-benchmark: (folder, session)."""
+    work = Path(tempfile.mkdtemp(prefix=f"bench-{name}-"))
+    spark = build_spark_session(EtlConfig(warehouse_root=str(work / "wh"), spark_shuffle_partitions=2),
+                                app_name=f"bench-{name}", master="local[2]")
+    return work, spark
 
 
 def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float = 0.5, sources=("crm", "web")) -> int:
@@ -53,11 +63,11 @@ def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float
         .withColumn("arrival_ts", ts).withColumn("created_batch_seq", F.lit(1).cast("long"))
         .withColumn("updated_batch_seq", F.lit(1).cast("long")).withColumn("is_deleted", F.lit(False))
     )
-    append_once(rows.repartition(cfg.n_part, "segment_id"), cfg, "key_map", 1)
-    append_once(rows, cfg, "customer_current", 1)
+    append(rows.repartition(cfg.n_part, "segment_id"), cfg, "key_map")
+    append(rows, cfg, "customer_current")
     seeded = read(spark, cfg, "key_map").count()
     ledger = [(run.run_key, FLUSH_STEP, 1, "seed", seeded, seeded, keys * len(sources) + 1, run.end.replace(tzinfo=None))]
-    append_once(spark.createDataFrame(ledger, TABLES["batch_ledger"].schema), cfg, "batch_ledger", 1)
+    append(spark.createDataFrame(ledger, TABLES["batch_ledger"].schema), cfg, "batch_ledger")
     return seeded
 
 

@@ -16,12 +16,10 @@ import json
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from etl.core.config import EtlConfig
-from etl.io.spark import build_spark_session
+from benchmarks.measures import scratch_spark
 from etl.load.apply import key_map_merge_condition
 
 KEYS_ONLY = "t.source_id = s.source_id AND t.natural_key = s.natural_key"
@@ -36,9 +34,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", default="docs/results/merge_pruning.json")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="bench-merge-"))
-    spark = build_spark_session(EtlConfig(warehouse_root=str(work / "wh"), spark_shuffle_partitions=2),
-                                app_name="bench-merge", master="local[2]")
+    work, spark = scratch_spark("merge")
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 

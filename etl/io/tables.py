@@ -76,11 +76,12 @@ def append(df, cfg: EtlConfig, name: str) -> None:
     conform(df, name).write.format("delta").mode("append").save(cfg.table_path(name))
 
 
-def append_unless_present(spark, df, cfg: EtlConfig, name: str, batch_seq: int) -> bool:
-    """Append unless the table already holds rows of ``batch_seq``: a recovered batch's retry.
+def append_batch(spark, df, cfg: EtlConfig, name: str, batch_seq: int, recovering: bool) -> bool:
+    """Append batch ``batch_seq``'s rows. Only a recovered batch can meet rows its crashed attempt
+    already wrote, so only then does it look for them first and append nothing if it finds any.
     A batch with no rows for this table appends nothing either way, so "no rows yet" is enough
     to know the append is still to be made. Returns whether it appended."""
-    if read(spark, cfg, name).where(F.col("batch_seq") == batch_seq).limit(1).count():
+    if recovering and read(spark, cfg, name).where(F.col("batch_seq") == batch_seq).limit(1).count():
         return False
     append(df, cfg, name)
     return True

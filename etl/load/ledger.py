@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
 from etl.core.faults import crash_point
-from etl.io.tables import append, append_unless_present, read
+from etl.io.tables import append_batch, read
 from etl.strategies import JoinStats
 from warehouse.schemas import TABLES
 
@@ -86,7 +86,4 @@ class Ledger:
     def _append(self, row: dict, table: str, batch_seq: int, recovering: bool) -> None:
         schema = TABLES[table].schema
         df = self.spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema)
-        if recovering:
-            append_unless_present(self.spark, df, self.cfg, table, batch_seq)
-        else:
-            append(df, self.cfg, table)
+        append_batch(self.spark, df, self.cfg, table, batch_seq, recovering)

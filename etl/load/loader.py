@@ -3,7 +3,7 @@
 Commit protocol of one released micro-batch (``batch_seq`` is global and increasing):
 
 1. decide every outcome and allocate keys, and append the result to ``outcome_log``
-   (the write-ahead log; Delta skips the append if this ``batch_seq`` was already logged);
+   (the write-ahead log; a fresh ``batch_seq`` under the lock, after ``recover``);
 2. apply it from the log: MERGE into ``key_map`` and ``customer_current`` (guarded by
    ``updated_batch_seq < batch_seq``, so a second application changes nothing), then append
    ``applied_changes``, ``duplicates_quarantine`` and ``join_metrics``;
@@ -12,7 +12,7 @@ Commit protocol of one released micro-batch (``batch_seq`` is global and increas
 A crash anywhere leaves either nothing (step 1 not committed: the batch is decided again from
 the same state) or a logged batch that ``recover`` applies again before anything else runs.
 Only a recovered batch can meet its own earlier appends, so only recovery looks for them
-(``append_unless_present``); in steady state every append is plain.
+(``append_batch``); in steady state every append is plain.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from etl.core.policy import load_batches
 from etl.io.layout_store import load_layout, settle_pending_layout
 from etl.io.lock import LoadLock
 from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, run_owner
-from etl.io.tables import append, append_unless_present, ensure_tables, read
+from etl.io.tables import append, append_batch, ensure_tables, read
 from etl.load.apply import delta_table, merge_current, merge_key_map, summarise_outcomes
 from etl.load.ledger import Ledger
 from etl.load.results import FLUSH_STEP, BatchResult, LoadResult, Step
@@ -194,11 +194,8 @@ class Loader:
 
             merge_current(delta_table(self.spark, self.cfg, "customer_current"), current_state_rows(outcomes))
             crash_point("load.current_merged")
-            for table, rows in (("applied_changes", outcomes.where("applies")), ("duplicates_quarantine", outcomes.where("NOT applies"))):
-                if recovering:
-                    append_unless_present(self.spark, rows, self.cfg, table, batch_seq)
-                else:
-                    append(rows, self.cfg, table)
+            append_batch(self.spark, outcomes.where("applies"), self.cfg, "applied_changes", batch_seq, recovering)
+            append_batch(self.spark, outcomes.where("NOT applies"), self.cfg, "duplicates_quarantine", batch_seq, recovering)
             crash_point("load.changes_appended")
 
             committed = time.time()

@@ -30,15 +30,15 @@ def test_a_recovered_append_is_skipped_when_its_batch_is_already_there(spark, cf
     batch's append finds its batch_seq's rows and adds nothing; another batch is appended."""
     from datetime import datetime, timezone
 
-    from etl.io.tables import append, append_unless_present
+    from etl.io.tables import append, append_batch
 
     ensure_tables(spark, cfg)
     at = datetime(2026, 11, 22, tzinfo=timezone.utc)
     row = lambda i: ("run-a", i, 10 + i, "native", 5, 1, 100 + i, at)  # noqa: E731
     batch = lambda i: spark.createDataFrame([row(i)], TABLES["batch_ledger"].schema)  # noqa: E731
     append(batch(0), cfg, "batch_ledger")
-    assert append_unless_present(spark, batch(0), cfg, "batch_ledger", batch_seq=10) is False  # the retry
-    assert append_unless_present(spark, batch(1), cfg, "batch_ledger", batch_seq=11) is True
+    assert append_batch(spark, batch(0), cfg, "batch_ledger", batch_seq=10, recovering=True) is False  # the retry
+    assert append_batch(spark, batch(1), cfg, "batch_ledger", batch_seq=11, recovering=True) is True
     got = sorted(tuple(r) for r in read(spark, cfg, "batch_ledger").drop("committed_at").collect())
     assert got == [row(0)[:-1], row(1)[:-1]]
 

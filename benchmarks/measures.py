@@ -66,8 +66,10 @@ def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float
     append(rows.repartition(cfg.n_part, "segment_id"), cfg, "key_map")
     append(rows, cfg, "customer_current")
     seeded = read(spark, cfg, "key_map").count()
-    ledger = [(run.run_key, FLUSH_STEP, 1, "seed", seeded, seeded, keys * len(sources) + 1, run.end.replace(tzinfo=None))]
-    append(spark.createDataFrame(ledger, TABLES["batch_ledger"].schema), cfg, "batch_ledger")
+    schema = TABLES["batch_ledger"].schema
+    ledger = dict(run_key=run.run_key, batch_index=FLUSH_STEP, batch_seq=1, strategy="seed", updates_in=seeded,
+                  keys_allocated=seeded, next_surrogate_key=keys * len(sources) + 1, committed_at=run.end.replace(tzinfo=None))
+    append(spark.createDataFrame([tuple(ledger.get(f.name) for f in schema)], schema), cfg, "batch_ledger")
     return seeded
 
 

@@ -1,9 +1,10 @@
-"""Every warehouse table as a ``StructType`` constant, with its partitioning.
+"""Every warehouse table as a ``StructType`` constant, with its partitioning, and the views
+derived from them (``VIEWS``: read like tables, written by nobody).
 
 The entity is a customer kept per source: its attributes are ``ENTITY_ATTRIBUTES``.
-Timestamps are UTC. Nothing here holds a wall-clock time except ``join_metrics`` and the
-``committed_at`` of ``batch_ledger``: every other table is a pure function of the input, so reruns
-and strategies can be compared row for row (DESIGN.md §3.4).
+Timestamps are UTC. Nothing here holds a wall-clock time except ``batch_ledger`` (its times and
+measurements, and so ``join_metrics``): every other table is a pure function of the input, so
+reruns and strategies can be compared row for row (DESIGN.md §3.4).
 """
 
 from __future__ import annotations
@@ -159,35 +160,31 @@ LANDED_FILES = StructType(
     ]
 )
 
-JOIN_METRICS = StructType(
-    [
-        _s("run_key", StringType(), False),
-        _s("batch_seq", LongType(), False),
-        _s("batch_index", IntegerType(), False),
-        _s("strategy", StringType(), False),
-        _s("updates_in", LongType(), False),
-        _s("matched", LongType(), False),
-        _s("new", LongType(), False),
-        _s("duplicate", LongType(), False),
-        _s("stale", LongType(), False),
-        _s("keys_allocated", LongType(), False),
-        _s("keymap_bytes_read", LongType(), False),
-        _s("segments_probed", LongType(), False),
-        _s("segments_admitted", LongType(), False),
-        _s("segments_evicted", LongType(), False),
-        _s("resident_bytes", LongType(), False),
-        _s("wait_buffer_tuples", LongType(), False),
-        _s("queue_tuples", LongType()),
-        _s("disk_cycle", LongType()),
-        _s("delay_avg_s", DoubleType()),
-        _s("delay_p99_s", DoubleType()),
-        _s("batch_started_at", TimestampType(), False),
-        _s("committed_at", TimestampType(), False),
-        _s("duration_s", DoubleType(), False),
-    ]
-)
+# Per step, what the join measured: counts, key_map bytes read, segments probed / admitted /
+# evicted, the resident and waiting sizes, MESHJOIN's queue, delays and times. Nullable: a
+# ledger row of a warehouse made before the ledger carried them has none.
+_METRICS = [
+    _s("matched", LongType()),
+    _s("new", LongType()),
+    _s("duplicate", LongType()),
+    _s("stale", LongType()),
+    _s("keymap_bytes_read", LongType()),
+    _s("segments_probed", LongType()),
+    _s("segments_admitted", LongType()),
+    _s("segments_evicted", LongType()),
+    _s("resident_bytes", LongType()),
+    _s("wait_buffer_tuples", LongType()),
+    _s("queue_tuples", LongType()),
+    _s("disk_cycle", LongType()),
+    _s("delay_avg_s", DoubleType()),
+    _s("delay_p99_s", DoubleType()),
+    _s("batch_started_at", TimestampType()),
+    _s("duration_s", DoubleType()),
+]
 
-# One row per committed micro-batch; also the high-water mark of surrogate keys.
+# One row per step of a run (a committed micro-batch, or a step that released nothing), appended
+# once when the step is done: which steps are done, the last ``batch_seq``, the high-water mark of
+# surrogate keys, and the step's measurements (``join_metrics`` is its projection).
 BATCH_LEDGER = StructType(
     [
         _s("run_key", StringType(), False),
@@ -198,6 +195,22 @@ BATCH_LEDGER = StructType(
         _s("keys_allocated", LongType(), False),
         _s("next_surrogate_key", LongType(), False),
         _s("committed_at", TimestampType(), False),
+        *_METRICS,
+    ]
+)
+
+JOIN_METRICS = StructType(
+    [
+        _s("run_key", StringType(), False),
+        _s("batch_seq", LongType(), False),
+        _s("batch_index", IntegerType(), False),
+        _s("strategy", StringType(), False),
+        _s("updates_in", LongType(), False),
+        *_METRICS[:4],
+        _s("keys_allocated", LongType(), False),
+        *_METRICS[4:-1],
+        _s("committed_at", TimestampType(), False),
+        _METRICS[-1],
     ]
 )
 
@@ -219,13 +232,37 @@ TABLES: dict[str, Table] = {
         Table("customer_current", CUSTOMER_CURRENT, merge_target=True),
         Table("ingested_updates", INGESTED_UPDATES, ("run_key",)),
         Table("outcome_log", OUTCOME_LOG, ("run_key",)),
-        Table("applied_changes", APPLIED_CHANGES),
-        Table("duplicates_quarantine", DUPLICATES_QUARANTINE),
         Table("rejected_updates", REJECTED_UPDATES, ("run_key",)),
         Table("landed_files", LANDED_FILES, ("run_key",)),
-        Table("join_metrics", JOIN_METRICS),
         Table("batch_ledger", BATCH_LEDGER),
         Table("wait_buffer", WAIT_BUFFER, ("segment_id",)),
+    )
+}
+
+
+
+@dataclass(frozen=True)
+class View:
+    """A table a batch does not write: the rows of ``source`` where ``where`` holds, with this
+    schema's columns. Each was a table of its own, appended once per batch; as projections of
+    what the batch writes anyway they cost no commit (docs/decisions/commit-protocol.md)."""
+
+    name: str
+    schema: StructType
+    source: str
+    where: str
+    # A warehouse made before the view has older rows only in the table of the view's name, which
+    # it keeps (those of applied_changes and duplicates_quarantine are in outcome_log too).
+    older_rows_kept_apart: bool = False
+
+
+VIEWS: dict[str, View] = {
+    v.name: v
+    for v in (
+        View("applied_changes", APPLIED_CHANGES, "outcome_log", "applies"),
+        View("duplicates_quarantine", DUPLICATES_QUARANTINE, "outcome_log", "NOT applies"),
+        # An older warehouse's ledger rows have no measurements: its table join_metrics has them.
+        View("join_metrics", JOIN_METRICS, "batch_ledger", "matched IS NOT NULL", older_rows_kept_apart=True),
     )
 }
 
@@ -234,9 +271,7 @@ DETERMINISTIC_TABLES = (
     "key_map",
     "customer_current",
     "ingested_updates",
-    "outcome_log",
-    "applied_changes",
-    "duplicates_quarantine",
+    "outcome_log",  # applied_changes and duplicates_quarantine are its projections
     "rejected_updates",
     "landed_files",
 )

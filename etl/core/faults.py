@@ -18,8 +18,6 @@ LOAD_POINTS = (
     "load.outcome_logged",  # the write-ahead log has the batch; nothing applied yet
     "load.key_map_merged",
     "load.current_merged",
-    "load.changes_appended",  # applied_changes + duplicates_quarantine
-    "load.metrics_appended",
     "load.ledger_appended",  # the batch is done
 )
 PARTITIONED_POINTS = (

@@ -6,7 +6,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
-from warehouse.schemas import TABLES
+from warehouse.schemas import TABLES, VIEWS
 
 DELETION_VECTORS = "delta.enableDeletionVectors"
 
@@ -61,7 +61,15 @@ def _add_missing_columns(spark, path: str, schema) -> None:
 
 
 def read(spark, cfg: EtlConfig, name: str):
-    return spark.read.format("delta").load(cfg.table_path(name))
+    """A table, or a view (``warehouse.schemas.VIEWS``) as the projection of its source."""
+    view = VIEWS.get(name)
+    if view is None:
+        return spark.read.format("delta").load(cfg.table_path(name))
+    columns = [F.col(f.name).cast(f.dataType) for f in view.schema.fields]
+    df = read(spark, cfg, view.source).where(view.where).select(columns)
+    if view.older_rows_kept_apart and DeltaTable.isDeltaTable(spark, cfg.table_path(name)):
+        df = df.unionByName(spark.read.format("delta").load(cfg.table_path(name)).select(columns))
+    return df
 
 
 def conform(df, name: str):
@@ -74,17 +82,6 @@ def append(df, cfg: EtlConfig, name: str) -> None:
     under the load lock), so they carry no Delta ``txnAppId``/``txnVersion``: that marker made a
     1-row append 3.7x slower (1.05 s against 0.28 s; docs/decisions/commit-protocol.md)."""
     conform(df, name).write.format("delta").mode("append").save(cfg.table_path(name))
-
-
-def append_batch(spark, df, cfg: EtlConfig, name: str, batch_seq: int, recovering: bool) -> bool:
-    """Append batch ``batch_seq``'s rows. Only a recovered batch can meet rows its crashed attempt
-    already wrote, so only then does it look for them first and append nothing if it finds any.
-    A batch with no rows for this table appends nothing either way, so "no rows yet" is enough
-    to know the append is still to be made. Returns whether it appended."""
-    if recovering and read(spark, cfg, name).where(F.col("batch_seq") == batch_seq).limit(1).count():
-        return False
-    append(df, cfg, name)
-    return True
 
 
 def replace_partition(df, cfg: EtlConfig, name: str, column: str, value: str) -> None:

@@ -1,7 +1,7 @@
 """The ledger: ``batch_ledger`` says which steps of which run are done, the last ``batch_seq`` and
-the next surrogate key; ``join_metrics`` holds each step's measurements. Appended once per step,
-metrics first, the ledger row last (the step is done when its ledger row is). A recovered step
-may find its metrics row already written by the run that crashed: it is not written twice."""
+the next surrogate key, and holds each step's measurements (``join_metrics`` is its projection).
+One row per step, appended once when the step is done: one commit, where a metrics row and a
+ledger row used to take two."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
 from etl.core.faults import crash_point
-from etl.io.tables import append_batch, read
+from etl.io.tables import append, read
 from etl.strategies import JoinStats
 from warehouse.schemas import TABLES
 
@@ -43,17 +43,20 @@ class Ledger:
     def rows(self, run_key: str) -> list[dict]:
         return [r.asDict() for r in self.table().where(f"run_key = '{run_key}'").collect()]
 
-    def record(self, step, stats: JoinStats, recovering: bool = False) -> None:
-        """The step's ``join_metrics`` row, then its ``batch_ledger`` row: the step is done."""
-        committed_at = datetime.fromtimestamp(step.committed, tz=timezone.utc)
-        self._append({
+    def record(self, step, stats: JoinStats) -> None:
+        """The step's ``batch_ledger`` row, with its measurements: the step is done. A plain append:
+        recovery redoes only batches the ledger does not have, so none can meet its own row."""
+        next_key = step.next_key + step.keys_allocated
+        row = {
             "run_key": step.run_key,
-            "batch_seq": step.batch_seq,
             "batch_index": step.batch_index,
+            "batch_seq": step.batch_seq,
             "strategy": step.strategy,
             "updates_in": step.updates_in,
-            **step.counts,
             "keys_allocated": step.keys_allocated,
+            "next_surrogate_key": next_key,
+            "committed_at": datetime.fromtimestamp(step.committed, tz=timezone.utc),
+            **step.counts,
             "keymap_bytes_read": stats.keymap_bytes_read,
             "segments_probed": stats.segments_probed,
             "segments_admitted": stats.segments_admitted,
@@ -65,25 +68,10 @@ class Ledger:
             "delay_avg_s": step.delay_avg_s,
             "delay_p99_s": step.delay_p99_s,
             "batch_started_at": datetime.fromtimestamp(step.started, tz=timezone.utc),
-            "committed_at": committed_at,
             "duration_s": step.committed - step.started,
-        }, "join_metrics", step.batch_seq, recovering)
-        crash_point("load.metrics_appended")
-        next_key = step.next_key + step.keys_allocated
-        self._append({
-            "run_key": step.run_key,
-            "batch_index": step.batch_index,
-            "batch_seq": step.batch_seq,
-            "strategy": step.strategy,
-            "updates_in": step.updates_in,
-            "keys_allocated": step.keys_allocated,
-            "next_surrogate_key": next_key,
-            "committed_at": committed_at,
-        }, "batch_ledger", step.batch_seq, recovering)
+        }
+        schema = TABLES["batch_ledger"].schema
+        df = self.spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema)
+        append(df, self.cfg, "batch_ledger")
         self._state = (step.batch_seq, next_key)
         crash_point("load.ledger_appended")
-
-    def _append(self, row: dict, table: str, batch_seq: int, recovering: bool) -> None:
-        schema = TABLES[table].schema
-        df = self.spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema)
-        append_batch(self.spark, df, self.cfg, table, batch_seq, recovering)

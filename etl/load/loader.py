@@ -1,18 +1,19 @@
 """Load: drive a run's micro-batches through the chosen strategy and commit each one exactly once.
 
-Commit protocol of one released micro-batch (``batch_seq`` is global and increasing):
+Commit protocol of one released micro-batch (``batch_seq`` is global and increasing), four
+Delta commits:
 
-1. decide every outcome and allocate keys, and append the result to ``outcome_log``
-   (the write-ahead log; a fresh ``batch_seq`` under the lock, after ``recover``);
-2. apply it from the log: MERGE into ``key_map`` and ``customer_current`` (guarded by
-   ``updated_batch_seq < batch_seq``, so a second application changes nothing), then append
-   ``applied_changes``, ``duplicates_quarantine`` and ``join_metrics``;
-3. append the ``batch_ledger`` row: the batch is done.
+1. decide every outcome and allocate keys (computed once, held by Spark), and append the result
+   to ``outcome_log`` (the write-ahead log; a fresh ``batch_seq`` under the lock, after ``recover``);
+2. apply what was decided: MERGE into ``key_map``, then into ``customer_current`` (each guarded by
+   ``updated_batch_seq < batch_seq``, so a second application changes nothing);
+3. append the ``batch_ledger`` row with the batch's measurements: the batch is done.
 
-A crash anywhere leaves either nothing (step 1 not committed: the batch is decided again from
-the same state) or a logged batch that ``recover`` applies again before anything else runs.
-Only a recovered batch can meet its own earlier appends, so only recovery looks for them
-(``append_batch``); in steady state every append is plain.
+``applied_changes`` and ``duplicates_quarantine`` are views of the log, ``join_metrics`` of the
+ledger. A crash anywhere leaves either nothing (step 1 not committed: the batch is decided again
+from the same state) or a logged batch that ``recover`` applies again, from the log, before
+anything else runs. Every append is plain: no batch can meet rows of its own in the table it
+appends to (recovery redoes only what the ledger lacks, and step 2 is idempotent).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from etl.core.policy import load_batches
 from etl.io.layout_store import load_layout, settle_pending_layout
 from etl.io.lock import LoadLock
 from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, run_owner
-from etl.io.tables import append, append_batch, ensure_tables, read
+from etl.io.tables import append, ensure_tables, read
 from etl.load.apply import delta_table, merge_current, merge_key_map, summarise_outcomes
 from etl.load.ledger import Ledger
 from etl.load.results import FLUSH_STEP, BatchResult, LoadResult, Step
@@ -81,7 +82,12 @@ class Loader:
         for row in pending:
             log.warning("recovering batch %s (run %s, batch %s) from outcome_log", row.batch_seq, row.run_key, row.batch_index)
             owner = run_owner(self.spark, self.cfg, row.run_key, self.layout.kind) or self.strategy.name
-            result = self._apply(row.run_key, row.batch_index, row.batch_seq, time.time(), None, JoinStats(), owner)
+            logged = read(self.spark, self.cfg, "outcome_log").where(
+                f"run_key = '{row.run_key}' AND batch_seq = {row.batch_seq}").cache()
+            try:
+                result = self._apply(logged, row.run_key, row.batch_index, row.batch_seq, time.time(), None, JoinStats(), owner)
+            finally:
+                logged.unpersist()
             result.recovered = True
             results.append(result)
         return results
@@ -160,52 +166,46 @@ class Loader:
             step = Step(run_key, batch_index, batch_seq, self.strategy.name, started, time.time(), next_key)
             self.ledger.record(step, self.strategy.stats())
             return step.result()
+        # Decided once and held: the log and both MERGEs see the same rows without reading the
+        # log back (a recomputation after the key_map MERGE would decide against the new state).
         decided = resolve(joined, next_key).select(
             "*",
             F.lit(run_key).alias("run_key"),
             F.lit(batch_seq).cast("long").alias("batch_seq"),
-        )
-        append(decided.withColumn("batch_index", F.lit(batch_index)), self.cfg, "outcome_log")
-        crash_point("load.outcome_logged")
-        return self._apply(run_key, batch_index, batch_seq, started, next_key, self.strategy.stats())
+            F.lit(batch_index).alias("batch_index"),
+        ).localCheckpoint(eager=True)
+        try:
+            append(decided, self.cfg, "outcome_log")
+            crash_point("load.outcome_logged")
+            return self._apply(decided, run_key, batch_index, batch_seq, started, next_key, self.strategy.stats())
+        finally:
+            decided.unpersist()
 
     def _apply(
-        self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int | None, stats: JoinStats,
-        strategy_name: str | None = None,
+        self, outcomes, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int | None,
+        stats: JoinStats, strategy_name: str | None = None,
     ) -> BatchResult:
-        """Apply the logged batch ``batch_seq``: both MERGEs, the two appends, then its ledger rows.
-        A recovered batch (``next_key`` None) keeps the strategy of the run it belongs to."""
-        outcomes = (
-            read(self.spark, self.cfg, "outcome_log")
-            .where(f"run_key = '{run_key}' AND batch_seq = {batch_seq}")
-            .cache()
+        """Apply the logged batch ``batch_seq`` (its rows: ``outcomes``): both MERGEs, then its
+        ledger row. A recovered batch (``next_key`` None) keeps the strategy of the run it belongs to."""
+        summary = summarise_outcomes(outcomes)
+        if next_key is None:  # recovering: the log knows which keys it allocated
+            next_key = int(summary["min_new_key"]) if summary["min_new_key"] is not None else self.ledger.state()[1]
+
+        changes = key_map_changes(outcomes, self.segment_of).cache()
+        merge_key_map(delta_table(self.spark, self.cfg, "key_map"), changes)
+        crash_point("load.key_map_merged")
+        self.strategy.keys_committed(changes)
+        changes.unpersist()
+
+        merge_current(delta_table(self.spark, self.cfg, "customer_current"), current_state_rows(outcomes))
+        crash_point("load.current_merged")
+
+        committed = time.time()
+        step = Step(
+            run_key, batch_index, batch_seq, strategy_name or self.strategy.name, started, committed, next_key,
+            updates_in=summary["n"], counts=summary["counts"],
+            delay_avg_s=committed - summary["avg_arrival_s"] if summary["avg_arrival_s"] is not None else None,
+            delay_p99_s=committed - summary["p01_arrival_s"] if summary["p01_arrival_s"] is not None else None,
         )
-        recovering = next_key is None
-        try:
-            summary = summarise_outcomes(outcomes)
-            if recovering:  # recovering: the log knows which keys it allocated
-                next_key = int(summary["min_new_key"]) if summary["min_new_key"] is not None else self.ledger.state()[1]
-
-            changes = key_map_changes(outcomes, self.segment_of).cache()
-            merge_key_map(delta_table(self.spark, self.cfg, "key_map"), changes)
-            crash_point("load.key_map_merged")
-            self.strategy.keys_committed(changes)
-            changes.unpersist()
-
-            merge_current(delta_table(self.spark, self.cfg, "customer_current"), current_state_rows(outcomes))
-            crash_point("load.current_merged")
-            append_batch(self.spark, outcomes.where("applies"), self.cfg, "applied_changes", batch_seq, recovering)
-            append_batch(self.spark, outcomes.where("NOT applies"), self.cfg, "duplicates_quarantine", batch_seq, recovering)
-            crash_point("load.changes_appended")
-
-            committed = time.time()
-            step = Step(
-                run_key, batch_index, batch_seq, strategy_name or self.strategy.name, started, committed, next_key,
-                updates_in=summary["n"], counts=summary["counts"],
-                delay_avg_s=committed - summary["avg_arrival_s"] if summary["avg_arrival_s"] is not None else None,
-                delay_p99_s=committed - summary["p01_arrival_s"] if summary["p01_arrival_s"] is not None else None,
-            )
-            self.ledger.record(step, stats, recovering)
-        finally:
-            outcomes.unpersist()
+        self.ledger.record(step, stats)
         return step.result()

@@ -1,7 +1,7 @@
 import pytest
 
 from etl.io.tables import ensure_tables, read
-from warehouse.schemas import TABLES
+from warehouse.schemas import TABLES, VIEWS
 
 pytestmark = pytest.mark.no_tables  # these tests create the tables themselves
 
@@ -11,36 +11,47 @@ def test_tables_are_created_once_with_their_schema_and_partitioning(spark, cfg):
     assert ensure_tables(spark, cfg) == []  # idempotent
     for name, table in TABLES.items():
         assert [f.name for f in read(spark, cfg, name).schema.fields] == table.schema.fieldNames()
+    for name, view in VIEWS.items():
+        assert name not in TABLES and not (cfg.warehouse_path / name).exists()
+        assert read(spark, cfg, name).schema.fieldNames() == view.schema.fieldNames()
     detail = spark.sql(f"DESCRIBE DETAIL delta.`{cfg.table_path('key_map')}`").first()
     assert detail.partitionColumns == ["segment_id"]
 
 
-def test_a_table_from_an_older_version_gains_the_new_columns(spark, cfg):
-    from delta.tables import DeltaTable
-    from pyspark.sql.types import StructType
-
-    old = StructType([f for f in TABLES["join_metrics"].schema.fields if f.name not in ("queue_tuples", "disk_cycle")])
-    DeltaTable.createIfNotExists(spark).location(cfg.table_path("join_metrics")).addColumns(old).execute()
-    ensure_tables(spark, cfg)
-    assert read(spark, cfg, "join_metrics").schema.fieldNames() == TABLES["join_metrics"].schema.fieldNames()
-
-
-def test_a_recovered_append_is_skipped_when_its_batch_is_already_there(spark, cfg):
-    """What makes recovery safe without a Delta transaction marker on every append: a retried
-    batch's append finds its batch_seq's rows and adds nothing; another batch is appended."""
+def ledger_row(i: int, **metrics) -> dict:
     from datetime import datetime, timezone
 
-    from etl.io.tables import append, append_batch
+    row = {f.name: None for f in TABLES["batch_ledger"].schema.fields}
+    row.update(run_key="run-a", batch_index=i, batch_seq=10 + i, strategy="native", updates_in=5, keys_allocated=1,
+               next_surrogate_key=100 + i, committed_at=datetime(2026, 11, 22, 0, i, tzinfo=timezone.utc), **metrics)
+    return row
+
+
+def test_an_older_warehouse_gains_the_new_columns_and_keeps_its_metrics(spark, cfg):
+    """A warehouse made before the ledger carried the measurements: its batch_ledger gains the
+    (nullable) columns, and ``join_metrics`` reads the rows of its old table beside the new ones."""
+    from delta.tables import DeltaTable
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from etl.io.tables import append
+
+    ledger = TABLES["batch_ledger"].schema
+    old_ledger = StructType(ledger.fields[:8])
+    DeltaTable.createIfNotExists(spark).location(cfg.table_path("batch_ledger")).addColumns(old_ledger).execute()
+    old = spark.createDataFrame([tuple(ledger_row(0)[f.name] for f in old_ledger.fields)], old_ledger)
+    old.write.format("delta").mode("append").save(cfg.table_path("batch_ledger"))
+    gone_since = StructField("dropped_since", StringType())  # a column the view no longer has
+    legacy_schema = StructType([*VIEWS["join_metrics"].schema.fields, gone_since])
+    legacy_row = {**ledger_row(0), "matched": 4, "new": 1, "duplicate": 0, "stale": 0}
+    legacy_metrics = spark.createDataFrame([tuple(legacy_row.get(f.name) for f in legacy_schema)], legacy_schema)
+    legacy_metrics.write.format("delta").save(cfg.table_path("join_metrics"))
 
     ensure_tables(spark, cfg)
-    at = datetime(2026, 11, 22, tzinfo=timezone.utc)
-    row = lambda i: ("run-a", i, 10 + i, "native", 5, 1, 100 + i, at)  # noqa: E731
-    batch = lambda i: spark.createDataFrame([row(i)], TABLES["batch_ledger"].schema)  # noqa: E731
-    append(batch(0), cfg, "batch_ledger")
-    assert append_batch(spark, batch(0), cfg, "batch_ledger", batch_seq=10, recovering=True) is False  # the retry
-    assert append_batch(spark, batch(1), cfg, "batch_ledger", batch_seq=11, recovering=True) is True
-    got = sorted(tuple(r) for r in read(spark, cfg, "batch_ledger").drop("committed_at").collect())
-    assert got == [row(0)[:-1], row(1)[:-1]]
+    assert read(spark, cfg, "batch_ledger").schema.fieldNames() == ledger.fieldNames()
+    new = ledger_row(1, matched=3, new=1, duplicate=1, stale=0, keymap_bytes_read=7)
+    append(spark.createDataFrame([tuple(new[f.name] for f in ledger.fields)], ledger), cfg, "batch_ledger")
+    got = {r.batch_seq: (r.matched, r.keymap_bytes_read) for r in read(spark, cfg, "join_metrics").collect()}
+    assert got == {10: (4, None), 11: (3, 7)}  # the old step's metrics from the old table, once
 
 
 def test_two_first_runs_creating_the_tables_at_once_both_succeed(spark, tmp_path):

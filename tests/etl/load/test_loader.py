@@ -153,12 +153,11 @@ def test_an_interval_overlapping_a_loaded_one_is_refused(spark, cfg):
         Loader(spark, cfg).load(overlapping)
 
 
-def test_a_batch_cut_short_after_its_appends_is_recovered_without_appending_them_twice(spark, cfg, tmp_path, monkeypatch):
-    """Steady-state appends are plain; only recovery looks for rows a crashed attempt already
-    wrote. Cut short after applied_changes, duplicates_quarantine and join_metrics were appended
-    (but not the ledger row), the restart adds none of them again: every table equals an
-    uninterrupted run's."""
-    import etl.load.ledger as ledger_module
+def test_a_batch_cut_short_after_its_merges_is_recovered_to_what_one_run_gives(spark, cfg, tmp_path, monkeypatch):
+    """Cut short after both MERGEs (but before the ledger row), the restart applies the logged
+    batch again: the MERGEs change nothing the second time, one ledger and metrics row is written,
+    and every table equals an uninterrupted run's."""
+    import etl.load.loader as loader_module
 
     stream(cfg, duration_s=60, key_domain=50, duplicate_share=0.3)
     whole = cfg.replace(warehouse_root=str(tmp_path / "whole"), runs_root=str(tmp_path / "whole-runs"))
@@ -168,15 +167,15 @@ def test_a_batch_cut_short_after_its_appends_is_recovered_without_appending_them
     jobs.load(spark, whole, one)
 
     def killed_at(point):
-        if point == "load.metrics_appended":
+        if point == "load.current_merged":
             raise RuntimeError(f"killed at {point}")
 
-    monkeypatch.setattr(ledger_module, "crash_point", killed_at)
+    monkeypatch.setattr(loader_module, "crash_point", killed_at)
     with pytest.raises(RuntimeError, match="killed"):
         jobs.load(spark, cfg, one)
     monkeypatch.undo()
     assert read(spark, cfg, "batch_ledger").count() == 0
-    assert read(spark, cfg, "duplicates_quarantine").count() > 0 and read(spark, cfg, "join_metrics").count() == 1
+    assert read(spark, cfg, "customer_current").count() == read(spark, whole, "customer_current").count()  # applied
     assert jobs.load(spark, cfg, one)["batches_recovered"] == 1
     assert deterministic_tables(spark, cfg) == deterministic_tables(spark, whole)
     assert read(spark, cfg, "join_metrics").count() == 1

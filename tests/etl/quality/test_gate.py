@@ -50,10 +50,10 @@ def test_gate_fails_when_a_surrogate_key_is_given_twice(spark, loaded):
 
 
 def test_gate_fails_when_an_outcome_is_lost(spark, loaded):
-    # Lose the applied change of one update: updates in no longer equal the sum of outcomes.
+    # Lose the logged outcome of one update: updates in no longer equal the sum of outcomes.
     from delta.tables import DeltaTable
 
-    DeltaTable.forPath(spark, loaded.table_path("applied_changes")).delete("natural_key = '2'")
+    DeltaTable.forPath(spark, loaded.table_path("outcome_log")).delete("natural_key = '2'")
     summary = jobs.validate(spark, loaded, RUN, raise_on_failure=False)
     assert not summary["success"]
     assert failed_checks(summary) == {("run_conservation", "expect_column_pair_values_to_be_equal")}

@@ -1,0 +1,121 @@
+"""What one steady-state micro-batch costs the loader: Spark jobs, Delta commits and seconds.
+
+    .venv/bin/python -m benchmarks.batch_jobs                      # about three minutes on 2 cores
+    cd ../other-checkout && ../main/.venv/bin/python -m benchmarks.batch_jobs --out /tmp/other.json
+
+One stream (``--minutes`` of arrivals at ``--rate`` updates/s over ``--keys`` keys); its first
+half is loaded by ``native`` to seed ``key_map``, then the second half is loaded by each strategy
+of ``--strategies`` from a copy of that seeded warehouse, one micro-batch per arrival minute.
+Counted in the second load between two committed batches (the medians; the first batch, which
+carries the load's start-up, and the run's end are left out, and reported whole): Spark jobs
+(the DAG scheduler's job ids), Delta commits (commit files added to every table) and seconds. Run from another checkout (with this file copied into its ``benchmarks/``), the same
+measurement runs that checkout's code: the side-by-side comparison in docs/benchmark.md."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from etl import jobs
+from etl.core.config import EtlConfig
+from etl.core.interval import Interval
+from etl.generator import StreamSpec, generate_stream
+from etl.io.spark import build_spark_session
+
+T0 = datetime(2026, 11, 22, 6, 0, tzinfo=timezone.utc)
+
+
+def delta_versions(root: Path) -> dict[str, int]:
+    """Per Delta table under ``root``, the number of commit files in its log."""
+    return {
+        log.parent.name: len(list(log.glob("*.json")))
+        for log in root.rglob("_delta_log")
+        if log.is_dir()
+    }
+
+
+def measure(spark, cfg: EtlConfig, run: Interval, strategy: str) -> dict:
+    """The load of ``run``; per batch after the first (the steady state: the first carries the
+    load's start-up), the jobs, commits and seconds between two committed batches, as medians."""
+    next_job = spark.sparkContext._jsc.sc().dagScheduler().nextJobId
+    marks = []
+
+    def mark(_message=None):
+        marks.append((next_job(), sum(delta_versions(Path(cfg.warehouse_root)).values()), time.perf_counter()))
+
+    mark()
+    summary = jobs.load(spark, cfg, run, strategy=strategy, progress=mark)
+    mark()
+    steps = list(zip(marks[1:-1], marks[2:-1]))  # batch to batch, without the start-up and the run's end
+    per = lambda i: statistics.median(b[i] - a[i] for a, b in steps) if steps else None  # noqa: E731
+    return {
+        "strategy": strategy,
+        "batches": summary["batches_committed"],
+        "updates_in": summary["updates_in"],
+        "jobs_per_batch": per(0),
+        "commits_per_batch": per(1),
+        "seconds_per_batch": per(2),
+        "whole_load": {"jobs": marks[-1][0] - marks[0][0], "commits": marks[-1][1] - marks[0][1],
+                       "seconds": marks[-1][2] - marks[0][2]},
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=int, default=12, help="minutes of arrivals; half seed, half measured")
+    ap.add_argument("--rate", type=float, default=20.0)
+    ap.add_argument("--keys", type=int, default=20000)
+    ap.add_argument("--strategies", default="native,partitioned-range")
+    ap.add_argument("--repeat", type=int, default=1, help="measured loads per strategy (medians reported)")
+    ap.add_argument("--out", default="docs/results/batch_jobs.json")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-batch-jobs-"))
+    half = args.minutes // 2
+    seed_run = Interval(T0, T0 + timedelta(minutes=half))
+    run = Interval(T0 + timedelta(minutes=half), T0 + timedelta(minutes=2 * half))
+    base = EtlConfig(
+        warehouse_root=str(work / "seed" / "warehouse"), landing_root=str(work / "landing"),
+        gx_root=str(work / "seed" / "gx"), runs_root=str(work / "seed" / "runs"),
+        spark_master="local[2]", spark_shuffle_partitions=2, micro_batch_seconds=60, key_domain=args.keys,
+    )
+    spark = build_spark_session(base, app_name="bench-batch-jobs", master="local[2]")
+    try:
+        generate_stream(StreamSpec(start=T0, duration_s=60 * 2 * half, rate=args.rate, seed=5, key_domain=args.keys),
+                        work / "landing")
+        jobs.ingest(spark, base, seed_run)
+        jobs.load(spark, base, seed_run, strategy="native")
+        jobs.ingest(spark, base, run)
+        rows = []
+        for i in range(args.repeat):
+            for strategy in args.strategies.split(","):
+                target = work / f"{strategy}-{i}"
+                shutil.copytree(work / "seed", target)
+                cfg = base.replace(warehouse_root=str(target / "warehouse"), gx_root=str(target / "gx"),
+                                   runs_root=str(target / "runs"))
+                row = measure(spark, cfg, run, strategy)
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+        options = " ".join(f"--{k} {v}" for k, v in vars(args).items() if k != "out")
+        result = {"command": f"python -m benchmarks.batch_jobs {options}", "runs": rows, "median": {}}
+        for strategy in args.strategies.split(","):
+            mine = [r for r in rows if r["strategy"] == strategy]
+            result["median"][strategy] = {
+                k: statistics.median(r[k] for r in mine if r[k] is not None)
+                for k in ("jobs_per_batch", "commits_per_batch", "seconds_per_batch")
+            }
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        print(json.dumps(result["median"], indent=2))
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -22,6 +22,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from benchmarks.measures import delta_commits, jobs_started
 from etl import jobs
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
@@ -31,23 +32,13 @@ from etl.io.spark import build_spark_session
 T0 = datetime(2026, 11, 22, 6, 0, tzinfo=timezone.utc)
 
 
-def delta_versions(root: Path) -> dict[str, int]:
-    """Per Delta table under ``root``, the number of commit files in its log."""
-    return {
-        log.parent.name: len(list(log.glob("*.json")))
-        for log in root.rglob("_delta_log")
-        if log.is_dir()
-    }
-
-
 def measure(spark, cfg: EtlConfig, run: Interval, strategy: str) -> dict:
     """The load of ``run``; per batch after the first (the steady state: the first carries the
     load's start-up), the jobs, commits and seconds between two committed batches, as medians."""
-    next_job = spark.sparkContext._jsc.sc().dagScheduler().nextJobId
     marks = []
 
     def mark(_message=None):
-        marks.append((next_job(), sum(delta_versions(Path(cfg.warehouse_root)).values()), time.perf_counter()))
+        marks.append((jobs_started(spark), delta_commits(cfg.warehouse_path), time.perf_counter()))
 
     mark()
     summary = jobs.load(spark, cfg, run, strategy=strategy, progress=mark)

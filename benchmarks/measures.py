@@ -73,6 +73,16 @@ def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float
     return seeded
 
 
+def jobs_started(spark) -> int:
+    """Spark jobs started so far by this session (the DAG scheduler's next job id)."""
+    return spark.sparkContext._jsc.sc().dagScheduler().nextJobId()
+
+
+def delta_commits(root: Path) -> int:
+    """Delta commits made so far to every table under ``root`` (commit files in their logs)."""
+    return sum(len(list(log.glob("*.json"))) for log in Path(root).rglob("_delta_log") if log.is_dir())
+
+
 def table_files(spark, cfg: EtlConfig, table: str) -> int:
     return spark.sql(f"DESCRIBE DETAIL delta.`{cfg.table_path(table)}`").first().numFiles
 

@@ -151,6 +151,11 @@ def refit(path: Path) -> None:
     progress(f"refitted {path}: " + (", ".join(fitted) or f"no run has a per_batch series of {MIN_BATCHES} batches or more"))
 
 
+def per_batch(row: dict, key: str) -> str:
+    """A per-batch count, or blank in a report made before it was measured."""
+    return f"{row[key]:.1f}" if row.get(key) is not None else ""
+
+
 def table(report: dict) -> str:
     """The results as the Markdown table docs/benchmark.md shows."""
     lines = [
@@ -159,8 +164,9 @@ def table(report: dict) -> str:
         f"{report['minutes']} minutes per rate, {report['wall_seconds'] / 60:.0f} minutes in all"
         + ("." if report.get("complete", True) else " (stopped before the end: the runs below are all it finished)."),
         "",
-        "| rate /s | strategy | avg delay s | p99 delay s | capacity updates/s | sustained | key_map MB / 1k updates | probes | Belady fetches |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| rate /s | strategy | avg delay s | p99 delay s | capacity updates/s | sustained | key_map MB / 1k updates | probes "
+        "| Belady fetches | Spark jobs / batch | Delta commits / batch |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for rate, per in report["results"].items():
         for s in run_labels(per):
@@ -169,9 +175,10 @@ def table(report: dict) -> str:
                 lines.append(
                     f"| {rate} | {s} | {r['avg_delay_s']:.1f} | {r['p99_delay_s']:.1f} | {r['capacity_updates_per_s']:.0f} "
                     f"| {'yes' if r['sustained'] else 'no'} | {r['keymap_bytes_per_1000_updates'] / 1e6:.2f} | {r['probes']} "
-                    f"| {r.get('belady_fetches', '')} |"
+                    f"| {r.get('belady_fetches', '')} | {per_batch(r, 'spark_jobs_per_batch')} "
+                    f"| {per_batch(r, 'delta_commits_per_batch')} |"
                 )
-        lines.append(f"| {rate} | identical outcomes | {'yes' if per.get('identical_outcomes') else '**no**'} | | | | | | |")
+        lines.append(f"| {rate} | identical outcomes | {'yes' if per.get('identical_outcomes') else '**no**'} | | | | | | | | |")
     return "\n".join(lines) + "\n"
 
 

@@ -38,7 +38,14 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from benchmarks.measures import keymap_segment_bytes, outcome_digest, seed_direct, table_files
+from benchmarks.measures import (
+    delta_commits,
+    jobs_started,
+    keymap_segment_bytes,
+    outcome_digest,
+    seed_direct,
+    table_files,
+)
 from benchmarks.report import (
     STRATEGIES,
     cost_model,
@@ -214,7 +221,9 @@ def main() -> None:
             )
             t1 = time.time()
             jobs.ingest(spark, cfg, run)
+            spark_jobs, commits = jobs_started(spark), delta_commits(cfg.warehouse_path)
             summary = jobs.load(spark, cfg, run, strategy=strategy)
+            spark_jobs, commits = jobs_started(spark) - spark_jobs, delta_commits(cfg.warehouse_path) - commits
             wall = time.time() - t1
             where = f"run_key = '{run.run_key}'"
             metrics = read(spark, cfg, "join_metrics").where(where).collect()
@@ -233,6 +242,10 @@ def main() -> None:
                 "keymap_bytes_per_1000_updates": 1000 * sum(m.keymap_bytes_read for m in metrics) / max(updates, 1),
                 "probes": sum(m.segments_probed for m in metrics),
                 "batches": len(metrics),
+                # The load's whole cost in Spark jobs and Delta commits (start-up and flush included),
+                # per step of the run (benchmarks.batch_jobs measures the steady state alone).
+                "spark_jobs_per_batch": spark_jobs / max(len(metrics), 1),
+                "delta_commits_per_batch": commits / max(len(metrics), 1),
                 # Per batch, in commit order: whether batch times drift over a long run.
                 "per_batch": [
                     {"index": m.batch_index, "updates": m.updates_in, "probes": m.segments_probed,

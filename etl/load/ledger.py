@@ -73,5 +73,5 @@ class Ledger:
         schema = TABLES["batch_ledger"].schema
         df = self.spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema)
         append(df, self.cfg, "batch_ledger")
-        self._state = (step.batch_seq, next_key)
+        self._state = (max(self.state()[0], step.batch_seq), next_key)  # a step with no batch keeps the last
         crash_point("load.ledger_appended")

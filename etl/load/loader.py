@@ -1,7 +1,7 @@
 """Load: drive a run's micro-batches through the chosen strategy and commit each one exactly once.
 
-Commit protocol of one released micro-batch (``batch_seq`` is global and increasing), four
-Delta commits:
+Commit protocol of one released micro-batch (``batch_seq`` is global and increasing; a step that
+releases nothing is recorded in the ledger with ``batch_seq`` 0, ``NO_BATCH``), four Delta commits:
 
 1. decide every outcome and allocate keys (computed once, held by Spark), and append the result
    to ``outcome_log`` (the write-ahead log; a fresh ``batch_seq`` under the lock, after ``recover``);
@@ -34,7 +34,7 @@ from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, run_
 from etl.io.tables import append, ensure_tables, read
 from etl.load.apply import delta_table, merge_current, merge_key_map, summarise_outcomes
 from etl.load.ledger import Ledger
-from etl.load.results import FLUSH_STEP, BatchResult, LoadResult, Step
+from etl.load.results import FLUSH_STEP, NO_BATCH, BatchResult, LoadResult, Step
 from etl.strategies import JoinStats, get_strategy
 from etl.transforms.layout import segment_column
 from etl.transforms.outcomes import current_state_rows, key_map_changes, resolve
@@ -161,11 +161,11 @@ class Loader:
         if self._lock is not None:
             self._lock.verify()  # fencing: never commit after the lock was taken from us
         last_seq, next_key = self.ledger.state()
-        batch_seq = last_seq + 1
-        if joined is None:  # the strategy released nothing at this step: record the step only
-            step = Step(run_key, batch_index, batch_seq, self.strategy.name, started, time.time(), next_key)
+        if joined is None:  # the strategy released nothing at this step: record the step, no batch
+            step = Step(run_key, batch_index, NO_BATCH, self.strategy.name, started, time.time(), next_key)
             self.ledger.record(step, self.strategy.stats())
             return step.result()
+        batch_seq = last_seq + 1
         # Decided once and held: the log and both MERGEs see the same rows without reading the
         # log back (a recomputation after the key_map MERGE would decide against the new state).
         decided = resolve(joined, next_key).select(

@@ -7,6 +7,9 @@ from dataclasses import asdict, dataclass, field
 
 OUTCOME_COUNTS = ("matched", "new", "duplicate", "stale")
 FLUSH_STEP = -1  # batch_index of the release made by flush() at the end of a run
+# batch_seq of a step that released nothing: it is recorded in the ledger (the step is done) but is
+# no batch, so it takes no batch_seq and [a, b) then [b, c) number their batches as [a, c) does.
+NO_BATCH = 0
 
 
 @dataclass

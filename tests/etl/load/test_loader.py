@@ -143,6 +143,29 @@ def test_micro_batch_split_does_not_change_the_warehouse(spark, cfg, tmp_path):
         assert_df_equality(content(cfg, name, drop), content(fine, name, drop), ignore_nullable=True)
 
 
+def test_a_step_that_releases_nothing_takes_no_batch_seq(spark, cfg, tmp_path):
+    """MESHJOIN over one disk segment releases each batch at its own step, so the end-of-run flush
+    releases nothing. Its ledger row takes no batch_seq: [a, b) then [b, c) number their batches
+    as one run over [a, c) does (an outside audit found them one apart per run boundary)."""
+    cfg = cfg.replace(k=1)
+    stream(cfg)
+    whole = cfg.replace(warehouse_root=str(tmp_path / "whole"), runs_root=str(tmp_path / "whole-runs"))
+    for half in (Interval(T0, T0 + timedelta(minutes=1)), Interval(T0 + timedelta(minutes=1), RUN.end)):
+        jobs.ingest(spark, cfg, half)
+        jobs.load(spark, cfg, half, strategy="meshjoin")
+    jobs.ingest(spark, whole, RUN)
+    jobs.load(spark, whole, RUN, strategy="meshjoin")
+    for name, cols in (
+        ("outcome_log", ("update_id", "batch_seq", "surrogate_key")),
+        ("key_map", ("source_id", "natural_key", "surrogate_key", "created_batch_seq", "updated_batch_seq")),
+        ("customer_current", ("surrogate_key", "updated_batch_seq")),
+    ):
+        assert_df_equality(read(spark, cfg, name).select(*cols), read(spark, whole, name).select(*cols),
+                           ignore_row_order=True)
+    flushes = read(spark, cfg, "batch_ledger").where("batch_index = -1").select("batch_seq", "updates_in")
+    assert sorted(tuple(r) for r in flushes.collect()) == [(0, 0), (0, 0)]
+
+
 def test_an_interval_overlapping_a_loaded_one_is_refused(spark, cfg):
     land(cfg, [good("1")], minute=T0)
     ingest_and_load(spark, cfg, Interval(T0, T0 + timedelta(minutes=2)))

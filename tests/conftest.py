@@ -1,6 +1,6 @@
 """One session-scoped Spark (local[2], few shuffle partitions, UI off); every test gets its own
 warehouse, landing zone and GX root under tmp_path. A Spark test's warehouse starts with its
-(empty) tables, copied from a template made once per session: creating eleven Delta tables
+(empty) tables, copied from a template made once per session: creating eight Delta tables
 takes seconds, a copy milliseconds. A test of table creation itself is marked ``no_tables``."""
 
 from __future__ import annotations

@@ -15,11 +15,10 @@ from etl.generator import CITIES
 from etl.ingest import row_hash
 from etl.io.layout_store import load_layout
 from etl.io.spark import build_spark_session
-from etl.io.tables import append, ensure_tables, read
+from etl.io.tables import append, ensure_tables, read, row_frame
 from etl.load.results import FLUSH_STEP
 from etl.transforms.layout import segment_column
 from etl.transforms.outcomes import with_natural_keys
-from warehouse.schemas import TABLES
 
 
 def scratch_spark(name: str):
@@ -66,10 +65,9 @@ def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float
     append(rows.repartition(cfg.n_part, "segment_id"), cfg, "key_map")
     append(rows, cfg, "customer_current")
     seeded = read(spark, cfg, "key_map").count()
-    schema = TABLES["batch_ledger"].schema
     ledger = dict(run_key=run.run_key, batch_index=FLUSH_STEP, batch_seq=1, strategy="seed", updates_in=seeded,
                   keys_allocated=seeded, next_surrogate_key=keys * len(sources) + 1, committed_at=run.end.replace(tzinfo=None))
-    append(spark.createDataFrame([tuple(ledger.get(f.name) for f in schema)], schema), cfg, "batch_ledger")
+    append(row_frame(spark, "batch_ledger", ledger), cfg, "batch_ledger")
     return seeded
 
 

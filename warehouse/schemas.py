@@ -240,7 +240,6 @@ TABLES: dict[str, Table] = {
 }
 
 
-
 @dataclass(frozen=True)
 class View:
     """A table a batch does not write: the rows of ``source`` where ``where`` holds, with this

@@ -84,6 +84,16 @@ def append(df, cfg: EtlConfig, name: str) -> None:
     conform(df, name).write.format("delta").mode("append").save(cfg.table_path(name))
 
 
+def row_frame(spark, name: str, values: dict):
+    """One row of table ``name`` as a DataFrame; columns missing from ``values`` are null, a name
+    the table does not have is an error (a misspelt measurement would otherwise vanish)."""
+    schema = TABLES[name].schema
+    unknown = set(values) - set(schema.fieldNames())
+    if unknown:
+        raise ValueError(f"table {name} has no column {', '.join(sorted(unknown))}")
+    return spark.createDataFrame([tuple(values.get(f.name) for f in schema.fields)], schema)
+
+
 def replace_partition(df, cfg: EtlConfig, name: str, column: str, value: str) -> None:
     """Overwrite exactly the rows where ``column = value``: rerunning gives the same table."""
     (

@@ -11,9 +11,8 @@ from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
 from etl.core.faults import crash_point
-from etl.io.tables import append, read
+from etl.io.tables import append, read, row_frame
 from etl.strategies import JoinStats
-from warehouse.schemas import TABLES
 
 
 class Ledger:
@@ -70,8 +69,6 @@ class Ledger:
             "batch_started_at": datetime.fromtimestamp(step.started, tz=timezone.utc),
             "duration_s": step.committed - step.started,
         }
-        schema = TABLES["batch_ledger"].schema
-        df = self.spark.createDataFrame([tuple(row[f.name] for f in schema.fields)], schema)
-        append(df, self.cfg, "batch_ledger")
+        append(row_frame(self.spark, "batch_ledger", row), self.cfg, "batch_ledger")
         self._state = (max(self.state()[0], step.batch_seq), next_key)  # a step with no batch keeps the last
         crash_point("load.ledger_appended")

@@ -21,10 +21,8 @@ def test_tables_are_created_once_with_their_schema_and_partitioning(spark, cfg):
 def ledger_row(i: int, **metrics) -> dict:
     from datetime import datetime, timezone
 
-    row = {f.name: None for f in TABLES["batch_ledger"].schema.fields}
-    row.update(run_key="run-a", batch_index=i, batch_seq=10 + i, strategy="native", updates_in=5, keys_allocated=1,
-               next_surrogate_key=100 + i, committed_at=datetime(2026, 11, 22, 0, i, tzinfo=timezone.utc), **metrics)
-    return row
+    return dict(run_key="run-a", batch_index=i, batch_seq=10 + i, strategy="native", updates_in=5, keys_allocated=1,
+                next_surrogate_key=100 + i, committed_at=datetime(2026, 11, 22, 0, i, tzinfo=timezone.utc), **metrics)
 
 
 def test_an_older_warehouse_gains_the_new_columns_and_keeps_its_metrics(spark, cfg):
@@ -33,7 +31,7 @@ def test_an_older_warehouse_gains_the_new_columns_and_keeps_its_metrics(spark, c
     from delta.tables import DeltaTable
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from etl.io.tables import append
+    from etl.io.tables import append, row_frame
 
     ledger = TABLES["batch_ledger"].schema
     old_ledger = StructType(ledger.fields[:8])
@@ -49,7 +47,7 @@ def test_an_older_warehouse_gains_the_new_columns_and_keeps_its_metrics(spark, c
     ensure_tables(spark, cfg)
     assert read(spark, cfg, "batch_ledger").schema.fieldNames() == ledger.fieldNames()
     new = ledger_row(1, matched=3, new=1, duplicate=1, stale=0, keymap_bytes_read=7)
-    append(spark.createDataFrame([tuple(new[f.name] for f in ledger.fields)], ledger), cfg, "batch_ledger")
+    append(row_frame(spark, "batch_ledger", new), cfg, "batch_ledger")
     got = {r.batch_seq: (r.matched, r.keymap_bytes_read) for r in read(spark, cfg, "join_metrics").collect()}
     assert got == {10: (4, None), 11: (3, 7)}  # the old step's metrics from the old table, once
 
@@ -80,3 +78,11 @@ def test_two_first_runs_creating_the_tables_at_once_both_succeed(spark, tmp_path
             t.join()
         assert errors == []
         assert sorted(created[0] + created[1]) == sorted(TABLES)  # each table made once, by one of them
+
+
+def test_a_row_with_a_column_its_table_lacks_is_refused():
+    """``row_frame`` fills missing columns with null, so a misspelt one must not pass as missing."""
+    from etl.io.tables import row_frame
+
+    with pytest.raises(ValueError, match="table batch_ledger has no column matchd"):
+        row_frame(None, "batch_ledger", {"run_key": "r", "matchd": 3})

@@ -38,7 +38,7 @@ simulate: setup  ## the thesis's Figures 6.5-6.13 from the simulator (about 9 mi
 benchmark: setup  ## the four strategies in Spark at several rates (small size: about 30 minutes)
 	$(PY) -m benchmarks.strategies --size small --out docs/results/strategies
 
-crash-matrix: setup  ## SIGKILL at every commit point of every strategy, in chains (about 35 minutes)
+crash-matrix: setup  ## SIGKILL at every commit point of every strategy, in chains (about 10 minutes on a quiet 2-core machine)
 	ETL_CRASH_MATRIX=chain ETL_CRASH_REPORT=var/crash-matrix.json $(PY) -m pytest -m "not slow" tests/etl/test_crash.py $(PYTEST_ARGS)
 
 airflow-start: setup  ## Airflow standalone on http://127.0.0.1:8080 (SQLite, this project's DAGs)

@@ -9,7 +9,12 @@ of ``--strategies`` from a copy of that seeded warehouse, one micro-batch per ar
 Counted in the second load between two committed batches (the medians; the first batch, which
 carries the load's start-up, and the run's end are left out, and reported whole): Spark jobs
 (the DAG scheduler's job ids), Delta commits (commit files added to every table) and seconds. Run from another checkout (with this file copied into its ``benchmarks/``), the same
-measurement runs that checkout's code: the side-by-side comparison in docs/benchmark.md."""
+measurement runs that checkout's code: the side-by-side comparison in docs/benchmark.md.
+
+``handwritten`` is the baseline a user would write (``benchmarks/handwritten.py``: Structured
+Streaming, ``foreachBatch``, two MERGEs), seeded with the same keys and current rows and fed the
+same minutes one at a time. It reads the landing lines in its batches; the strategies' loads do
+not (the run is ingested before them), so the report gives the ingest's seconds too."""
 
 from __future__ import annotations
 
@@ -22,14 +27,18 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from benchmarks.handwritten import Handwritten, seed
 from benchmarks.measures import delta_commits, jobs_started
 from etl import jobs
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
+from etl.io.landing import SOURCE_PREFIX, landing_file
 from etl.io.spark import build_spark_session
+from etl.io.tables import read
 
 T0 = datetime(2026, 11, 22, 6, 0, tzinfo=timezone.utc)
+HANDWRITTEN = "handwritten"  # the baseline of benchmarks/handwritten.py, beside the strategies
 
 
 def measure(spark, cfg: EtlConfig, run: Interval, strategy: str) -> dict:
@@ -49,6 +58,7 @@ def measure(spark, cfg: EtlConfig, run: Interval, strategy: str) -> dict:
         "strategy": strategy,
         "batches": summary["batches_committed"],
         "updates_in": summary["updates_in"],
+        "rows": {t: read(spark, cfg, t).count() for t in ("key_map", "customer_current")},
         "jobs_per_batch": per(0),
         "commits_per_batch": per(1),
         "seconds_per_batch": per(2),
@@ -57,12 +67,41 @@ def measure(spark, cfg: EtlConfig, run: Interval, strategy: str) -> dict:
     }
 
 
+def measure_handwritten(spark, seed_cfg: EtlConfig, root: Path, run: Interval) -> dict:
+    """The hand-written baseline (``benchmarks.handwritten``) seeded with the seed warehouse's keys
+    and current rows, fed ``run``'s arrival minutes one at a time: one micro-batch each."""
+    seed(spark, read(spark, seed_cfg, "key_map"), read(spark, seed_cfg, "customer_current"), root)
+    sources = sorted(p.name[len(SOURCE_PREFIX):] for p in seed_cfg.landing_path.glob(f"{SOURCE_PREFIX}*"))
+    hand = Handwritten(spark, root)
+    marks = [(jobs_started(spark), delta_commits(root), 0.0)]
+    try:
+        minute = run.start
+        while minute < run.end:
+            files = [f for f in (landing_file(seed_cfg.landing_path, s, minute) for s in sources) if f.exists()]
+            seconds = hand.feed(files)
+            marks.append((jobs_started(spark), delta_commits(root), seconds))
+            minute += timedelta(minutes=1)
+    finally:
+        hand.stop()
+    steps = list(zip(marks[1:], marks[2:]))  # without the first batch (the query's start-up)
+    return {
+        "strategy": "handwritten",
+        "batches": len(marks) - 1,
+        "rows": hand.rows(),
+        "jobs_per_batch": statistics.median(b[0] - a[0] for a, b in steps) if steps else None,
+        "commits_per_batch": statistics.median(b[1] - a[1] for a, b in steps) if steps else None,
+        "seconds_per_batch": statistics.median(b[2] for _, b in steps) if steps else None,
+        "whole_load": {"jobs": marks[-1][0] - marks[0][0], "commits": marks[-1][1] - marks[0][1],
+                       "seconds": sum(m[2] for m in marks)},
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=int, default=12, help="minutes of arrivals; half seed, half measured")
     ap.add_argument("--rate", type=float, default=20.0)
     ap.add_argument("--keys", type=int, default=20000)
-    ap.add_argument("--strategies", default="native,partitioned-range")
+    ap.add_argument("--strategies", default=f"native,partitioned-range,{HANDWRITTEN}")
     ap.add_argument("--repeat", type=int, default=1, help="measured loads per strategy (medians reported)")
     ap.add_argument("--out", default="docs/results/batch_jobs.json")
     args = ap.parse_args()
@@ -81,11 +120,18 @@ def main() -> None:
                         work / "landing")
         jobs.ingest(spark, base, seed_run)
         jobs.load(spark, base, seed_run, strategy="native")
+        ingest_started = time.perf_counter()
         jobs.ingest(spark, base, run)
+        ingest_seconds = time.perf_counter() - ingest_started
         rows = []
         for i in range(args.repeat):
             for strategy in args.strategies.split(","):
                 target = work / f"{strategy}-{i}"
+                if strategy == HANDWRITTEN:
+                    row = measure_handwritten(spark, base, target, run)
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
+                    continue
                 shutil.copytree(work / "seed", target)
                 cfg = base.replace(warehouse_root=str(target / "warehouse"), gx_root=str(target / "gx"),
                                    runs_root=str(target / "runs"))
@@ -93,7 +139,8 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
                 rows.append(row)
         options = " ".join(f"--{k} {v}" for k, v in vars(args).items() if k != "out")
-        result = {"command": f"python -m benchmarks.batch_jobs {options}", "runs": rows, "median": {}}
+        result = {"command": f"python -m benchmarks.batch_jobs {options}", "runs": rows, "median": {},
+                  "ingest_seconds": ingest_seconds}
         for strategy in args.strategies.split(","):
             mine = [r for r in rows if r["strategy"] == strategy]
             result["median"][strategy] = {

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pyspark.sql.types import (
+    ArrayType,
     BooleanType,
     DecimalType,
     DoubleType,
@@ -93,22 +94,30 @@ CUSTOMER_CURRENT = StructType(
     ]
 )
 
-# Every update after the join, with its outcome: the write-ahead log of a micro-batch. The other
-# outputs of a batch are projections of its rows here, so a retry re-applies instead of re-deciding.
+# Every update after the join, with its outcome: the write-ahead log of a micro-batch, read as the
+# view ``outcome_log``. Its rows are stored in the batch's ``batch_ledger`` row (``outcomes``), so
+# logging a batch and recording its step is one commit; the other outputs of a batch are
+# projections of these rows, so a retry re-applies instead of re-deciding.
+_OUTCOME = [
+    _s("outcome", StringType(), False),
+    _s("reason", StringType()),
+    _s("surrogate_key", LongType(), False),
+    _s("stored_source_seq", LongType()),
+    _s("applies", BooleanType(), False),  # this update changes the current state
+    _s("is_last_applied", BooleanType(), False),  # the last applied update of its key in the batch
+]
 OUTCOME_LOG = StructType(
     [
         _s("run_key", StringType(), False),
         _s("batch_seq", LongType(), False),
         _s("batch_index", IntegerType(), False),
         *_UPDATE_CORE,
-        _s("outcome", StringType(), False),
-        _s("reason", StringType()),
-        _s("surrogate_key", LongType(), False),
-        _s("stored_source_seq", LongType()),
-        _s("applies", BooleanType(), False),  # this update changes the current state
-        _s("is_last_applied", BooleanType(), False),  # the last applied update of its key in the batch
+        *_OUTCOME,
     ]
 )
+# One logged update as stored in its ledger row: the batch's columns are the row's own. Nullable
+# inside, as Delta stores an array's element (the view gives the log's types back).
+LOGGED_UPDATE = StructType([_s(f.name, f.dataType) for f in (*_UPDATE_CORE, *_OUTCOME)])
 
 APPLIED_CHANGES = StructType(
     [
@@ -182,9 +191,11 @@ _METRICS = [
     _s("duration_s", DoubleType()),
 ]
 
-# One row per step of a run (a committed micro-batch, or a step that released nothing), appended
-# once when the step is done: which steps are done, the last ``batch_seq``, the high-water mark of
-# surrogate keys, and the step's measurements (``join_metrics`` is its projection).
+# One row per step of a run (a released micro-batch, or a step that released nothing), appended
+# once, before the batch is applied: which steps are logged, the last ``batch_seq``, the high-water
+# mark of surrogate keys, the step's measurements (``join_metrics`` is its projection) and the
+# batch's outcomes (``outcome_log`` is their view; null for a step with no batch, and for a row
+# written by an older version, whose outcomes are in its table ``outcome_log``).
 BATCH_LEDGER = StructType(
     [
         _s("run_key", StringType(), False),
@@ -194,8 +205,9 @@ BATCH_LEDGER = StructType(
         _s("updates_in", LongType(), False),
         _s("keys_allocated", LongType(), False),
         _s("next_surrogate_key", LongType(), False),
-        _s("committed_at", TimestampType(), False),
+        _s("committed_at", TimestampType(), False),  # when the batch was logged: decided and durable
         *_METRICS,
+        _s("outcomes", ArrayType(LOGGED_UPDATE)),
     ]
 )
 
@@ -231,7 +243,6 @@ TABLES: dict[str, Table] = {
         Table("key_map", KEY_MAP, ("segment_id",), merge_target=True),
         Table("customer_current", CUSTOMER_CURRENT, merge_target=True),
         Table("ingested_updates", INGESTED_UPDATES, ("run_key",)),
-        Table("outcome_log", OUTCOME_LOG, ("run_key",)),
         Table("rejected_updates", REJECTED_UPDATES, ("run_key",)),
         Table("landed_files", LANDED_FILES, ("run_key",)),
         Table("batch_ledger", BATCH_LEDGER),
@@ -249,15 +260,20 @@ class View:
     name: str
     schema: StructType
     source: str
-    where: str
+    where: str = "true"
+    # An array column of ``source`` whose elements are the view's rows (with the source row's
+    # columns beside them).
+    explode: str | None = None
     # A warehouse made before the view has older rows only in the table of the view's name, which
-    # it keeps (those of applied_changes and duplicates_quarantine are in outcome_log too).
+    # it keeps (those of applied_changes and duplicates_quarantine are in outcome_log too; those of
+    # outcome_log are its only copy).
     older_rows_kept_apart: bool = False
 
 
 VIEWS: dict[str, View] = {
     v.name: v
     for v in (
+        View("outcome_log", OUTCOME_LOG, "batch_ledger", explode="outcomes", older_rows_kept_apart=True),
         View("applied_changes", APPLIED_CHANGES, "outcome_log", "applies"),
         View("duplicates_quarantine", DUPLICATES_QUARANTINE, "outcome_log", "NOT applies"),
         # An older warehouse's ledger rows have no measurements: its table join_metrics has them.

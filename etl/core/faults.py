@@ -15,10 +15,9 @@ ENV = "ETL_CRASH_AT"
 
 # Every crash point, in the order a load passes them; which strategies pass which.
 LOAD_POINTS = (
-    "load.outcome_logged",  # the write-ahead log has the batch; nothing applied yet
+    "load.logged",  # the ledger row with the batch's outcomes: decided and durable, nothing applied yet
     "load.key_map_merged",
-    "load.current_merged",
-    "load.ledger_appended",  # the batch is done
+    "load.current_merged",  # the batch is done
 )
 PARTITIONED_POINTS = (
     "strategy.snapshot_written",

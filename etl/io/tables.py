@@ -66,7 +66,11 @@ def read(spark, cfg: EtlConfig, name: str):
     if view is None:
         return spark.read.format("delta").load(cfg.table_path(name))
     columns = [F.col(f.name).cast(f.dataType) for f in view.schema.fields]
-    df = read(spark, cfg, view.source).where(view.where).select(columns)
+    df = read(spark, cfg, view.source).where(view.where)
+    if view.explode:
+        beside = [c for c in view.schema.fieldNames() if c in df.columns and c != view.explode]
+        df = df.select(*beside, F.explode(view.explode).alias("_element")).select(*beside, "_element.*")
+    df = df.select(columns)
     if view.older_rows_kept_apart and DeltaTable.isDeltaTable(spark, cfg.table_path(name)):
         df = df.unionByName(spark.read.format("delta").load(cfg.table_path(name)).select(columns))
     return df

@@ -1,7 +1,7 @@
-"""The ledger: ``batch_ledger`` says which steps of which run are done, the last ``batch_seq`` and
-the next surrogate key, and holds each step's measurements (``join_metrics`` is its projection).
-One row per step, appended once when the step is done: one commit, where a metrics row and a
-ledger row used to take two."""
+"""The ledger: ``batch_ledger`` says which steps of which run are logged, the last ``batch_seq``
+and the next surrogate key, and holds each step's measurements (``join_metrics`` is their view)
+and its batch's outcomes (``outcome_log`` is their view). One row per step, appended once: logging
+a batch, recording its step and its metrics is one commit, where they used to take three."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from etl.core.config import EtlConfig
 from etl.core.faults import crash_point
 from etl.io.tables import append, read, row_frame
 from etl.strategies import JoinStats
+from warehouse.schemas import LOGGED_UPDATE
 
 
 class Ledger:
@@ -28,7 +29,8 @@ class Ledger:
         self._state = None
 
     def table(self):
-        return read(self.spark, self.cfg, "batch_ledger")
+        """The ledger's rows without their outcomes (``outcome_log`` reads those)."""
+        return read(self.spark, self.cfg, "batch_ledger").drop("outcomes")
 
     def state(self) -> tuple[int, int]:
         """(last committed batch_seq, next surrogate key). Read once per load, then advanced by each
@@ -42,9 +44,19 @@ class Ledger:
     def rows(self, run_key: str) -> list[dict]:
         return [r.asDict() for r in self.table().where(f"run_key = '{run_key}'").collect()]
 
-    def record(self, step, stats: JoinStats) -> None:
-        """The step's ``batch_ledger`` row, with its measurements: the step is done. A plain append:
-        recovery redoes only batches the ledger does not have, so none can meet its own row."""
+    def last_batch(self) -> dict | None:
+        """The ledger row of the last logged batch (without its outcomes), or ``None``."""
+        last_seq = self.state()[0]
+        if last_seq == 0:
+            return None
+        rows = self.table().where(F.col("batch_seq") == last_seq).limit(1).collect()
+        return rows[0].asDict() if rows else None
+
+    def record(self, step, stats: JoinStats, outcomes=None) -> None:
+        """The step's ``batch_ledger`` row, with its measurements and, for a batch, its decided
+        ``outcomes``: the write-ahead commit of the batch (DESIGN.md §3; docs/decisions/
+        commit-protocol.md). A plain append: ``batch_seq`` is new under the load lock, and recovery
+        re-applies a logged batch, it never logs one again."""
         next_key = step.next_key + step.keys_allocated
         row = {
             "run_key": step.run_key,
@@ -69,6 +81,12 @@ class Ledger:
             "batch_started_at": datetime.fromtimestamp(step.started, tz=timezone.utc),
             "duration_s": step.committed - step.started,
         }
-        append(row_frame(self.spark, "batch_ledger", row), self.cfg, "batch_ledger")
+        frame = row_frame(self.spark, "batch_ledger", row)
+        if outcomes is not None:
+            logged = F.struct(*[F.col(f.name).cast(f.dataType) for f in LOGGED_UPDATE.fields])
+            # Sorted by update_id: the same batch is stored the same way, whoever logs it.
+            rows = outcomes.agg(F.array_sort(F.collect_list(logged)).alias("outcomes"))
+            frame = frame.drop("outcomes").crossJoin(rows)
+        append(frame, self.cfg, "batch_ledger")
         self._state = (max(self.state()[0], step.batch_seq), next_key)  # a step with no batch keeps the last
-        crash_point("load.ledger_appended")
+        crash_point("load.logged")

@@ -1,19 +1,20 @@
 """Load: drive a run's micro-batches through the chosen strategy and commit each one exactly once.
 
 Commit protocol of one released micro-batch (``batch_seq`` is global and increasing; a step that
-releases nothing is recorded in the ledger with ``batch_seq`` 0, ``NO_BATCH``), four Delta commits:
+releases nothing is recorded in the ledger with ``batch_seq`` 0, ``NO_BATCH``), three Delta commits:
 
-1. decide every outcome and allocate keys (computed once, held by Spark), and append the result
-   to ``outcome_log`` (the write-ahead log; a fresh ``batch_seq`` under the lock, after ``recover``);
+1. decide every outcome and allocate keys (computed once, held by Spark), and append the batch's
+   ``batch_ledger`` row, which carries its outcomes and measurements: the write-ahead commit (a
+   fresh ``batch_seq`` under the lock, after ``recover``);
 2. apply what was decided: MERGE into ``key_map``, then into ``customer_current`` (each guarded by
-   ``updated_batch_seq < batch_seq``, so a second application changes nothing);
-3. append the ``batch_ledger`` row with the batch's measurements: the batch is done.
+   ``updated_batch_seq < batch_seq``, so a second application changes nothing).
 
-``applied_changes`` and ``duplicates_quarantine`` are views of the log, ``join_metrics`` of the
-ledger. A crash anywhere leaves either nothing (step 1 not committed: the batch is decided again
-from the same state) or a logged batch that ``recover`` applies again, from the log, before
-anything else runs. Every append is plain: no batch can meet rows of its own in the table it
-appends to (recovery redoes only what the ledger lacks, and step 2 is idempotent).
+``outcome_log``, ``applied_changes`` and ``duplicates_quarantine`` are views of the logged outcomes,
+``join_metrics`` of the ledger. A crash anywhere leaves either nothing (step 1 not committed: the
+batch is decided again from the same state) or a logged batch that ``recover`` applies again, from
+the log, before anything else runs: only the last logged batch can be unapplied (the next one is
+decided after it is applied), and it is applied once ``customer_current`` (or, for a batch that
+changes no current row, ``key_map``) holds a row of its ``batch_seq``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 
+from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from etl.core import registry
@@ -31,10 +33,17 @@ from etl.core.policy import load_batches
 from etl.io.layout_store import load_layout, settle_pending_layout
 from etl.io.lock import LoadLock
 from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, run_owner
-from etl.io.tables import append, ensure_tables, read
+from etl.io.tables import ensure_tables, read
 from etl.load.apply import delta_table, merge_current, merge_key_map, summarise_outcomes
 from etl.load.ledger import Ledger
-from etl.load.results import FLUSH_STEP, NO_BATCH, BatchResult, LoadResult, Step
+from etl.load.results import (
+    FLUSH_STEP,
+    NO_BATCH,
+    OUTCOME_COUNTS,
+    BatchResult,
+    LoadResult,
+    Step,
+)
 from etl.strategies import JoinStats, get_strategy
 from etl.transforms.layout import segment_column
 from etl.transforms.outcomes import current_state_rows, key_map_changes, resolve
@@ -68,29 +77,61 @@ class Loader:
     # ------------------------------------------------------------------ the protocol
 
     def recover(self) -> list[BatchResult]:
-        """Apply every batch logged in ``outcome_log`` but missing from the ledger (a crash's leftovers)."""
-        last_seq, _ = self.ledger.state()
-        pending = (
-            read(self.spark, self.cfg, "outcome_log")
-            .where(F.col("batch_seq") > last_seq)
-            .select("run_key", "batch_index", "batch_seq")
-            .distinct()
-            .orderBy("batch_seq")
-            .collect()
-        )
-        results = []
-        for row in pending:
-            log.warning("recovering batch %s (run %s, batch %s) from outcome_log", row.batch_seq, row.run_key, row.batch_index)
-            owner = run_owner(self.spark, self.cfg, row.run_key, self.layout.kind) or self.strategy.name
-            logged = read(self.spark, self.cfg, "outcome_log").where(
-                f"run_key = '{row.run_key}' AND batch_seq = {row.batch_seq}").cache()
+        """Apply what a crash left logged but unapplied: the last logged batch, and batches an older
+        version logged in its ``outcome_log`` table without their ledger row."""
+        results = [self._recover_older(row) for row in self._older_pending()]
+        last = self.ledger.last_batch()
+        if last is not None and not self._applied(last):
+            log.warning("recovering batch %s (run %s, batch %s) from the log", last["batch_seq"], last["run_key"], last["batch_index"])
+            logged = read(self.spark, self.cfg, "outcome_log").where(F.col("batch_seq") == last["batch_seq"]).cache()
             try:
-                result = self._apply(logged, row.run_key, row.batch_index, row.batch_seq, time.time(), None, JoinStats(), owner)
+                self._apply(logged)
             finally:
                 logged.unpersist()
-            result.recovered = True
-            results.append(result)
+            results.append(BatchResult(last["run_key"], last["batch_index"], last["batch_seq"], last["updates_in"],
+                                       {k: last[k] or 0 for k in OUTCOME_COUNTS}, last["keys_allocated"],
+                                       last["delay_avg_s"], last["delay_p99_s"], last["duration_s"] or 0.0, recovered=True))
         return results
+
+    def _applied(self, last: dict) -> bool:
+        """Whether both MERGEs of the logged batch ``last`` committed: the current-state MERGE (the
+        second) marks each row it changes with the batch's ``batch_seq``; a batch that changes no
+        current row (all duplicates or stale) is known by the ``key_map`` rows it marks. Data
+        skipping reads only the files that can hold such a row."""
+        seq = last["batch_seq"]
+        if not last["updates_in"]:
+            return True
+        table = "customer_current" if (last["matched"] or 0) + (last["new"] or 0) else "key_map"
+        return bool(read(self.spark, self.cfg, table).where(F.col("updated_batch_seq") == seq).limit(1).count())
+
+    def _older_pending(self) -> list:
+        """Batches in an older version's ``outcome_log`` table but not in the ledger (that version
+        appended the ledger row after applying)."""
+        path = self.cfg.table_path("outcome_log")
+        if not DeltaTable.isDeltaTable(self.spark, path):
+            return []
+        last_seq = self.ledger.state()[0]
+        return (self.spark.read.format("delta").load(path).where(F.col("batch_seq") > last_seq)
+                .select("run_key", "batch_index", "batch_seq").distinct().orderBy("batch_seq").collect())
+
+    def _recover_older(self, row) -> BatchResult:
+        log.warning("recovering batch %s (run %s, batch %s) from an older outcome_log", row.batch_seq, row.run_key, row.batch_index)
+        owner = run_owner(self.spark, self.cfg, row.run_key, self.layout.kind) or self.strategy.name
+        logged = (self.spark.read.format("delta").load(self.cfg.table_path("outcome_log"))
+                  .where(f"run_key = '{row.run_key}' AND batch_seq = {row.batch_seq}").cache())
+        try:
+            summary = summarise_outcomes(logged)
+            first_key = summary["min_new_key"] if summary["min_new_key"] is not None else self.ledger.state()[1]
+            now = time.time()
+            step = Step(row.run_key, row.batch_index, row.batch_seq, owner, now, now, int(first_key),
+                        updates_in=summary["n"], counts=summary["counts"])
+            self._apply(logged)
+            self.ledger.record(step, JoinStats())  # its outcomes stay in the older table
+        finally:
+            logged.unpersist()
+        result = step.result()
+        result.recovered = True
+        return result
 
     def load(self, interval: Interval, progress=None) -> LoadResult:
         """Load the run's ingested updates; batches already in the ledger are skipped (idempotent).
@@ -175,22 +216,24 @@ class Loader:
             F.lit(batch_index).alias("batch_index"),
         ).localCheckpoint(eager=True)
         try:
-            append(decided, self.cfg, "outcome_log")
-            crash_point("load.outcome_logged")
-            return self._apply(decided, run_key, batch_index, batch_seq, started, next_key, self.strategy.stats())
+            summary = summarise_outcomes(decided)
+            logged = time.time()
+            step = Step(
+                run_key, batch_index, batch_seq, self.strategy.name, started, logged, next_key,
+                updates_in=summary["n"], counts=summary["counts"],
+                delay_avg_s=logged - summary["avg_arrival_s"] if summary["avg_arrival_s"] is not None else None,
+                delay_p99_s=logged - summary["p01_arrival_s"] if summary["p01_arrival_s"] is not None else None,
+            )
+            self.ledger.record(step, self.strategy.stats(), outcomes=decided)  # the write-ahead commit
+            self._apply(decided)
         finally:
             decided.unpersist()
+        result = step.result()
+        result.applied_s = time.time() - logged
+        return result
 
-    def _apply(
-        self, outcomes, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int | None,
-        stats: JoinStats, strategy_name: str | None = None,
-    ) -> BatchResult:
-        """Apply the logged batch ``batch_seq`` (its rows: ``outcomes``): both MERGEs, then its
-        ledger row. A recovered batch (``next_key`` None) keeps the strategy of the run it belongs to."""
-        summary = summarise_outcomes(outcomes)
-        if next_key is None:  # recovering: the log knows which keys it allocated
-            next_key = int(summary["min_new_key"]) if summary["min_new_key"] is not None else self.ledger.state()[1]
-
+    def _apply(self, outcomes) -> None:
+        """Apply a logged batch (its rows: ``outcomes``): both MERGEs, each idempotent."""
         changes = key_map_changes(outcomes, self.segment_of).cache()
         merge_key_map(delta_table(self.spark, self.cfg, "key_map"), changes)
         crash_point("load.key_map_merged")
@@ -199,13 +242,3 @@ class Loader:
 
         merge_current(delta_table(self.spark, self.cfg, "customer_current"), current_state_rows(outcomes))
         crash_point("load.current_merged")
-
-        committed = time.time()
-        step = Step(
-            run_key, batch_index, batch_seq, strategy_name or self.strategy.name, started, committed, next_key,
-            updates_in=summary["n"], counts=summary["counts"],
-            delay_avg_s=committed - summary["avg_arrival_s"] if summary["avg_arrival_s"] is not None else None,
-            delay_p99_s=committed - summary["p01_arrival_s"] if summary["p01_arrival_s"] is not None else None,
-        )
-        self.ledger.record(step, stats)
-        return step.result()

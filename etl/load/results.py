@@ -22,8 +22,11 @@ class BatchResult:
     keys_allocated: int
     delay_avg_s: float | None
     delay_p99_s: float | None
-    duration_s: float
+    duration_s: float  # from the step's start to its write-ahead commit
     recovered: bool = False
+    # From the write-ahead commit to the end of both MERGEs: the delays above are measured to the
+    # commit (the batch is decided and durable); readers of the tables see it this much later.
+    applied_s: float | None = None
 
 
 @dataclass
@@ -69,7 +72,7 @@ class Step:
     batch_seq: int
     strategy: str
     started: float  # epoch seconds
-    committed: float
+    committed: float  # the write-ahead commit (for a step with no batch: its ledger row)
     next_key: int  # the first surrogate key this step could allocate
     updates_in: int = 0
     counts: dict = field(default_factory=lambda: {k: 0 for k in OUTCOME_COUNTS})

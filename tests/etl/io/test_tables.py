@@ -52,6 +52,40 @@ def test_an_older_warehouse_gains_the_new_columns_and_keeps_its_metrics(spark, c
     assert got == {10: (4, None), 11: (3, 7)}  # the old step's metrics from the old table, once
 
 
+def test_an_older_warehouse_s_outcome_log_table_is_read_beside_the_ledger_s_outcomes(spark, cfg):
+    """Outcomes logged by a version with an ``outcome_log`` table stay there; the view reads them
+    beside the ones stored in ledger rows since, each once."""
+    from delta.tables import DeltaTable
+
+    from etl.io.tables import append, row_frame
+    from warehouse.schemas import OUTCOME_LOG
+
+    def outcome(update_id, seq):
+        from datetime import datetime, timezone
+        from decimal import Decimal
+
+        ts = datetime(2026, 11, 22, 0, 0, tzinfo=timezone.utc)
+        return dict(run_key="run-a", batch_seq=seq, batch_index=seq - 10, update_id=update_id, source_id="crm",
+                    natural_key=update_id, op="upsert", name="A", email="a@x", city="Oslo", balance=Decimal("1.00"),
+                    source_seq=1, event_ts=ts, arrival_ts=ts, row_hash="h", outcome="new", reason=None,
+                    surrogate_key=seq, stored_source_seq=None, applies=True, is_last_applied=True)
+
+    ensure_tables(spark, cfg)
+    older = cfg.table_path("outcome_log")
+    DeltaTable.createIfNotExists(spark).location(older).addColumns(OUTCOME_LOG).execute()
+    spark.createDataFrame([tuple(outcome("f:1", 10)[f.name] for f in OUTCOME_LOG)], OUTCOME_LOG) \
+        .write.format("delta").mode("append").save(older)
+    append(row_frame(spark, "batch_ledger", ledger_row(0)), cfg, "batch_ledger")  # written after its apply, no outcomes
+    logged = {k: v for k, v in outcome("f:2", 11).items() if k not in ("run_key", "batch_seq", "batch_index")}
+    ledger = TABLES["batch_ledger"].schema
+    new = spark.createDataFrame([tuple({**ledger_row(1), "outcomes": [logged]}.get(f.name) for f in ledger)], ledger)
+    append(new, cfg, "batch_ledger")
+
+    got = sorted((r.update_id, r.batch_seq, r.batch_index) for r in read(spark, cfg, "outcome_log").collect())
+    assert got == [("f:1", 10, 0), ("f:2", 11, 1)]
+    assert read(spark, cfg, "applied_changes").count() == 2
+
+
 def test_two_first_runs_creating_the_tables_at_once_both_succeed(spark, tmp_path):
     """Two first runs at once used to race on creating the tables (the loser failed with exit 1
     and a Delta trace, or left a half-made table); creation is serialised."""

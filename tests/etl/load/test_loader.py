@@ -176,10 +176,11 @@ def test_an_interval_overlapping_a_loaded_one_is_refused(spark, cfg):
         Loader(spark, cfg).load(overlapping)
 
 
-def test_a_batch_cut_short_after_its_merges_is_recovered_to_what_one_run_gives(spark, cfg, tmp_path, monkeypatch):
-    """Cut short after both MERGEs (but before the ledger row), the restart applies the logged
-    batch again: the MERGEs change nothing the second time, one ledger and metrics row is written,
-    and every table equals an uninterrupted run's."""
+@pytest.mark.parametrize("point, recovered", [("load.key_map_merged", 1), ("load.current_merged", 0)])
+def test_a_batch_cut_short_after_a_merge_ends_as_one_run_does(spark, cfg, tmp_path, monkeypatch, point, recovered):
+    """Cut short after the key_map MERGE, the restart applies the logged batch again (the key_map
+    MERGE changes nothing the second time); cut short after both, the batch is done and nothing is
+    applied again. Either way the ledger has one row and every table equals an uninterrupted run's."""
     import etl.load.loader as loader_module
 
     stream(cfg, duration_s=60, key_domain=50, duplicate_share=0.3)
@@ -189,34 +190,96 @@ def test_a_batch_cut_short_after_its_merges_is_recovered_to_what_one_run_gives(s
         jobs.ingest(spark, c, one)
     jobs.load(spark, whole, one)
 
-    def killed_at(point):
-        if point == "load.current_merged":
-            raise RuntimeError(f"killed at {point}")
+    def killed_at(p):
+        if p == point:
+            raise RuntimeError(f"killed at {p}")
 
     monkeypatch.setattr(loader_module, "crash_point", killed_at)
     with pytest.raises(RuntimeError, match="killed"):
         jobs.load(spark, cfg, one)
     monkeypatch.undo()
-    assert read(spark, cfg, "batch_ledger").count() == 0
-    assert read(spark, cfg, "customer_current").count() == read(spark, whole, "customer_current").count()  # applied
-    assert jobs.load(spark, cfg, one)["batches_recovered"] == 1
+    assert read(spark, cfg, "batch_ledger").count() == 1  # logged before it was applied
+    applied = read(spark, cfg, "customer_current").count()
+    assert applied == (read(spark, whole, "customer_current").count() if recovered == 0 else 0)
+    assert jobs.load(spark, cfg, one)["batches_recovered"] == recovered
     assert deterministic_tables(spark, cfg) == deterministic_tables(spark, whole)
     assert read(spark, cfg, "join_metrics").count() == 1
 
 
 def test_a_logged_but_unapplied_batch_is_recovered_not_redecided(spark, cfg):
-    """A crash between the outcome_log append and the ledger row: the next run applies the log."""
+    """A crash right after the write-ahead commit: the next run applies the log."""
     stream(cfg, duration_s=60, key_domain=50)
     jobs.ingest(spark, cfg, Interval(T0, T0 + timedelta(minutes=1)))
     loader = Loader(spark, cfg)
     loader._apply = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("killed after the log append"))
     with pytest.raises(RuntimeError, match="killed"):
         loader.load(Interval(T0, T0 + timedelta(minutes=1)))
-    assert read(spark, cfg, "batch_ledger").count() == 0 and read(spark, cfg, "outcome_log").count() > 0
+    assert read(spark, cfg, "key_map").count() == 0 and read(spark, cfg, "outcome_log").count() > 0
     result = jobs.load(spark, cfg, Interval(T0, T0 + timedelta(minutes=1)))
     assert result["batches_recovered"] == 1 and result["batches_committed"] == 0
     assert read(spark, cfg, "batch_ledger").count() == 1
     assert read(spark, cfg, "key_map").count() == read(spark, cfg, "outcome_log").where("outcome = 'new'").count()
+
+
+def test_a_logged_batch_that_changes_no_current_row_is_known_applied_by_key_map(spark, cfg, monkeypatch):
+    """A batch of duplicates only changes ``key_map`` (its arrival times), no current row: recovery
+    knows whether it was applied from ``key_map``. Unapplied, it is applied again; applied, not."""
+    import etl.load.loader as loader_module
+
+    first, second = Interval(T0, T0 + timedelta(minutes=1)), Interval(T0 + timedelta(minutes=1), T0 + timedelta(minutes=2))
+    land(cfg, [good("1"), good("2")], minute=T0)
+    land(cfg, [good("1", arrival_ts="2026-11-22T01:01:02Z"), good("2", arrival_ts="2026-11-22T01:01:03Z")],
+         minute=T0 + timedelta(minutes=1))
+    ingest_and_load(spark, cfg, first)
+    jobs.ingest(spark, cfg, second)
+
+    def killed_at(p):
+        if p == "load.logged":
+            raise RuntimeError(f"killed at {p}")
+
+    monkeypatch.setattr(loader_module.Ledger, "record", _then(loader_module.Ledger.record, killed_at))
+    with pytest.raises(RuntimeError, match="killed"):
+        jobs.load(spark, cfg, second)
+    monkeypatch.undo()
+    logged = read(spark, cfg, "outcome_log").where("batch_seq = 2")
+    assert logged.count() == 2 and logged.where("applies").count() == 0
+    assert read(spark, cfg, "key_map").where("updated_batch_seq = 2").count() == 0
+    assert jobs.load(spark, cfg, second)["batches_recovered"] == 1
+    assert read(spark, cfg, "key_map").where("updated_batch_seq = 2").count() == 2
+    assert Loader(spark, cfg).load(second).recovered_batches == 0  # applied: known from key_map
+
+
+def test_a_batch_an_older_version_logged_but_did_not_apply_is_recovered(spark, cfg, tmp_path):
+    """A warehouse left by a crash of the version that logged batches in an ``outcome_log`` table
+    and wrote the ledger row last: the batch is applied from that table, gets its ledger row, and
+    the warehouse equals one run's; its outcomes are read from the older table, once."""
+    from delta.tables import DeltaTable
+
+    from etl.io.tables import ensure_tables
+    from warehouse.schemas import OUTCOME_LOG
+
+    stream(cfg, duration_s=60, key_domain=50)
+    one = Interval(T0, T0 + timedelta(minutes=1))
+    whole = cfg.replace(warehouse_root=str(tmp_path / "whole"), runs_root=str(tmp_path / "whole-runs"))
+    ingest_and_load(spark, whole, one)
+    jobs.ingest(spark, cfg, one)
+    ensure_tables(spark, cfg)
+    older = cfg.table_path("outcome_log")
+    DeltaTable.createIfNotExists(spark).location(older).addColumns(OUTCOME_LOG).partitionedBy("run_key").execute()
+    read(spark, whole, "outcome_log").write.format("delta").mode("append").save(older)
+
+    result = jobs.load(spark, cfg, one)
+    assert result["batches_recovered"] == 1 and result["batches_committed"] == 0
+    assert deterministic_tables(spark, cfg) == deterministic_tables(spark, whole)
+    assert read(spark, cfg, "batch_ledger").where("outcomes IS NOT NULL").count() == 0
+
+
+def _then(method, after):
+    """``method``, then ``after("load.logged")``: a kill right after the write-ahead commit."""
+    def wrapped(self, *a, **k):
+        method(self, *a, **k)
+        after("load.logged")
+    return wrapped
 
 
 def test_a_warehouse_given_as_a_uri_with_meta_elsewhere_loads_the_same(spark, cfg, tmp_path):

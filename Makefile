@@ -35,7 +35,7 @@ test-slow: setup  ## the slow tier: random SIGKILLs of whole runs (3 strategies)
 simulate: setup  ## the thesis's Figures 6.5-6.13 from the simulator (about 9 minutes)
 	$(VENV)/bin/etl simulate figures --out docs/results/simulator
 
-benchmark: setup  ## the four strategies in Spark at several rates (small size: about 30 minutes)
+benchmark: setup  ## the four strategies and the hand-written baseline in Spark at several rates (small size: about 30 minutes)
 	$(PY) -m benchmarks.strategies --size small --out docs/results/strategies
 
 crash-matrix: setup  ## SIGKILL at every commit point of every strategy, in chains (about 10 minutes on a quiet 2-core machine)

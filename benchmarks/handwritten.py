@@ -22,13 +22,17 @@ What it does not do that the product does (DESIGN.md §3), so its time is a floo
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
+
+from etl.io.landing import SOURCE_PREFIX, landing_file
 
 LINE_SCHEMA = (
     "source_id string, natural_key string, op string, source_seq long, event_ts timestamp, arrival_ts timestamp, "
@@ -102,7 +106,7 @@ class Handwritten:
         staging.mkdir(exist_ok=True)
         started = time.perf_counter()
         for f in files:  # whole files appear at once, as a landing agent's rename makes them
-            name = f"{f.parent.parent.parent.name}-{f.name}"
+            name = f"{f.parent.parent.parent.name}-{f.parent.name}-{f.name}"
             shutil.copy(f, staging / name)
             (staging / name).rename(self.incoming / name)
         self.query.processAllAvailable()
@@ -113,3 +117,37 @@ class Handwritten:
 
     def rows(self) -> dict[str, int]:
         return {t: self.spark.read.format("delta").load(str(self.root / t)).count() for t in ("key_map", "customer_current")}
+
+
+def window_files(landing: Path, start: datetime, t: int, windows: int, out: Path) -> list[tuple[list[Path], list[datetime]]]:
+    """The landing files of ``windows`` trigger intervals of ``t`` seconds from ``start``, as the
+    baseline is fed them: per window its files (a minute's file cut by arrival second when ``t``
+    is under a minute; ``t`` must divide 60 or be whole minutes) and its updates' arrival times."""
+    if not (60 % t == 0 or t % 60 == 0):
+        raise ValueError(f"the baseline is fed whole landing files: a trigger of {t} s does not divide a minute")
+    sources = sorted(p.name[len(SOURCE_PREFIX):] for p in landing.glob(f"{SOURCE_PREFIX}*"))
+    fed: list[tuple[list[Path], list[datetime]]] = [([], []) for _ in range(windows)]
+    minutes = (windows * t + 59) // 60
+    for m in range(minutes):
+        minute = start + timedelta(minutes=m)
+        for source in sources:
+            path = landing_file(landing, source, minute)
+            if not path.exists():
+                continue
+            parts: dict[int, list[str]] = {}
+            for line in path.read_text().splitlines():
+                try:
+                    arrival = datetime.fromisoformat(json.loads(line)["arrival_ts"].replace("Z", "+00:00"))
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    arrival = None  # a line the stream cannot read goes with its file's first window
+                since = (arrival or minute) - start
+                w = max(0, min(int(since.total_seconds() // t), windows - 1)) if t < 60 else (m * 60) // t
+                parts.setdefault(w, []).append(line)
+                if arrival is not None:
+                    fed[w][1].append(arrival)
+            for w, lines in parts.items():
+                part = out / f"w{w:05d}" / f"{source}-{minute:%Y%m%dT%H%M}.jsonl"
+                part.parent.mkdir(parents=True, exist_ok=True)
+                part.write_text("\n".join(lines) + "\n")
+                fed[w][0].append(part)
+    return fed

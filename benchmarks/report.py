@@ -17,6 +17,10 @@ from etl.core import registry
 from etl.core.interval import Interval
 
 STRATEGIES = registry.NAMES
+# The run that stands for what a user would write instead (benchmarks/handwritten.py): timed beside
+# the strategies on the same stream, with no outcome per update (so no digest to compare).
+BASELINE = "handwritten"
+RUNS = (*STRATEGIES, BASELINE)
 
 # Settings a run of --strategies may override, as ``strategy:name=value`` (a variant run beside the
 # plain one on the same stream and seed, e.g. ``partitioned-range:max_wait_s=180``).
@@ -26,10 +30,12 @@ VARIANT_SETTINGS = {"max_wait_s": float, "h_mark": int}
 def parse_run(spec: str) -> tuple[str, dict]:
     """``strategy[:name=value]`` -> (strategy, settings), with a clear error on anything else."""
     strategy, _, setting = spec.strip().partition(":")
-    if strategy not in STRATEGIES:
-        raise SystemExit(f"unknown strategy {strategy!r} in --strategies; choose from {', '.join(STRATEGIES)}")
+    if strategy not in RUNS:
+        raise SystemExit(f"unknown strategy {strategy!r} in --strategies; choose from {', '.join(RUNS)}")
     if not setting:
         return strategy, {}
+    if strategy == BASELINE:
+        raise SystemExit(f"bad run {spec!r}: {BASELINE} takes no settings")
     name, eq, value = setting.partition("=")
     if not eq or name not in VARIANT_SETTINGS:
         raise SystemExit(f"bad run {spec!r}: write strategy:name=value with name one of {', '.join(VARIANT_SETTINGS)}")
@@ -42,7 +48,7 @@ def parse_run(spec: str) -> tuple[str, dict]:
 def run_labels(per_rate: dict) -> list[str]:
     """The runs of one rate in the report (strategy names and variants), plain strategies first."""
     labels = [k for k in per_rate if k != "identical_outcomes"]
-    return sorted(labels, key=lambda k: (STRATEGIES.index(k.partition(":")[0]), k))
+    return sorted(labels, key=lambda k: (RUNS.index(k.partition(":")[0]), k))
 
 
 def report_labels(results: dict) -> list[str]:
@@ -117,10 +123,17 @@ def summarise(report: dict) -> None:
                 "bytes_over_native": ratio(rk, label, "native", "keymap_bytes_per_1000_updates"),
                 "fetches_over_belady": results[rk][label].get("fetches_over_belady"),
                 "capacity_over_native": ratio(rk, label, "native", "capacity_updates_per_s"),
+                "batch_seconds_over_handwritten": ratio(rk, label, BASELINE, "batch_seconds"),
             }
             for label in run_labels(results[rk]) if label.partition(":")[0] == "partitioned-range"
         }
         for rk in results
+    }
+    # The same stream's whole batch time against the hand-written baseline's (issue 26: native at
+    # most 1.0x, partitioned-range at most 0.5x).
+    report["batch_seconds_over_handwritten"] = {
+        rk: {label: ratio(rk, label, BASELINE, "batch_seconds") for label in run_labels(results[rk]) if label != BASELINE}
+        for rk in results if BASELINE in results[rk]
     }
     report["highest_sustained_rate"] = sustained
     report["capacity_updates_per_s"] = capacity
@@ -172,9 +185,10 @@ def table(report: dict) -> str:
         for s in run_labels(per):
             r = per[s]
             if r:
+                mb = f"{r['keymap_bytes_per_1000_updates'] / 1e6:.2f}" if "keymap_bytes_per_1000_updates" in r else ""
                 lines.append(
                     f"| {rate} | {s} | {r['avg_delay_s']:.1f} | {r['p99_delay_s']:.1f} | {r['capacity_updates_per_s']:.0f} "
-                    f"| {'yes' if r['sustained'] else 'no'} | {r['keymap_bytes_per_1000_updates'] / 1e6:.2f} | {r['probes']} "
+                    f"| {'yes' if r['sustained'] else 'no'} | {mb} | {r.get('probes', '')} "
                     f"| {r.get('belady_fetches', '')} | {per_batch(r, 'spark_jobs_per_batch')} "
                     f"| {per_batch(r, 'delta_commits_per_batch')} |"
                 )
@@ -199,7 +213,7 @@ def plot(report: dict, path: Path) -> None:
             ("avg_delay_s", "keymap_bytes_per_1000_updates", "capacity_updates_per_s"),
             ("average production delay (s)", "key_map bytes read per 1,000 updates", "capacity (updates / batch second)"),
         ):
-            ax.plot(rates, [r[metric] if r else math.nan for r in rows], "o-", label=s)
+            ax.plot(rates, [r.get(metric, math.nan) if r else math.nan for r in rows], "o-", label=s)
             ax.set_xlabel("offered rate (updates/s)")
             ax.set_ylabel(label)
             ax.set_yscale("log")
@@ -216,6 +230,7 @@ def plot(report: dict, path: Path) -> None:
 def identical_outcomes(per_rate: dict) -> bool:
     """Whether every run of one rate decided the same: their canonical outcome rows (each
     update's outcome and reason, surrogate keys replaced by the natural key they stand for) have
-    one digest. A report written before digests existed compares nothing: ``False``."""
-    digests = [per_rate[s].get("outcome_digest") for s in run_labels(per_rate) if per_rate[s]]
+    one digest. A report written before digests existed compares nothing: ``False``. The baseline
+    keeps no outcome per update: it is not compared."""
+    digests = [per_rate[s].get("outcome_digest") for s in run_labels(per_rate) if per_rate[s] and s != BASELINE]
     return bool(digests) and None not in digests and len({json.dumps(d, sort_keys=True) for d in digests}) == 1

@@ -18,6 +18,11 @@
    update's production delay is the finish of the batch that committed its outcome (from
    ``outcome_log``) minus its ``arrival_ts``. A rate is sustained when the replay's lag does not
    grow (the run's batches take at most the run's length).
+   Beside them runs ``handwritten`` (benchmarks/handwritten.py), the Structured Streaming job a
+   user would write instead, seeded with the same keys and fed the same stream one trigger
+   interval at a time; its whole batch time is the denominator of issue 26's targets
+   (``batch_seconds_over_handwritten``). A strategy's batch time is its whole batch: the ledger's
+   ``duration_s`` ends at the write-ahead commit, the load's summary adds the MERGEs (``applied_s``).
 5. Reports per strategy and rate: capacity (updates per second of batch time), sustained or not,
    average and p99 production delay, bytes of ``key_map`` read per 1,000 updates, probes, and for
    the partitioned strategies the offline optimum of segment fetches (Belady) on the same trace
@@ -35,9 +40,11 @@ import tempfile
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from types import SimpleNamespace
 
 from pyspark.sql import functions as F
 
+from benchmarks.handwritten import Handwritten, seed, window_files
 from benchmarks.measures import (
     delta_commits,
     jobs_started,
@@ -47,6 +54,7 @@ from benchmarks.measures import (
     table_files,
 )
 from benchmarks.report import (
+    BASELINE,
     STRATEGIES,
     cost_model,
     identical_outcomes,
@@ -82,6 +90,43 @@ SIZES = {
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
 
 
+def run_baseline(spark, seed_cfg: EtlConfig, landing: Path, work: Path, run: Interval, t: int) -> dict:
+    """The hand-written baseline (benchmarks/handwritten.py) seeded like the strategies and fed the
+    same stream one trigger interval at a time, each timed; replayed like theirs."""
+    windows = int((run.end - run.start).total_seconds() // t)
+    fed = window_files(landing, run.start, t, windows, work / "windows")
+    seed(spark, read(spark, seed_cfg, "key_map"), read(spark, seed_cfg, "customer_current"), work / "tables")
+    hand = Handwritten(spark, work / "tables")
+    spark_jobs, commits = jobs_started(spark), delta_commits(work / "tables")
+    metrics, outcomes = [], []
+    try:
+        for w, (files, arrivals) in enumerate(fed):
+            seconds = hand.feed(files)
+            metrics.append(SimpleNamespace(batch_index=w, batch_seq=w + 1, duration_s=seconds, updates_in=len(arrivals)))
+            outcomes += [SimpleNamespace(batch_index=w, arrival_ts=a) for a in arrivals]
+    finally:
+        hand.stop()
+    updates = sum(m.updates_in for m in metrics)
+    return {
+        "updates": updates,
+        "rows": hand.rows(),
+        "capacity_updates_per_s": updates / max(sum(m.duration_s for m in metrics), 1e-9),
+        "batches": len(metrics),
+        "spark_jobs_per_batch": (jobs_started(spark) - spark_jobs) / max(len(metrics), 1),
+        "delta_commits_per_batch": (delta_commits(work / "tables") - commits) / max(len(metrics), 1),
+        "per_batch": [{"index": m.batch_index, "updates": m.updates_in, "duration_s": round(m.duration_s, 2)} for m in metrics],
+        **replay(metrics, outcomes, run, t),
+    }
+
+
+def whole_batches(metrics, summary: dict) -> list:
+    """The run's ``join_metrics`` rows with each batch's whole time: its ``duration_s`` ends at the
+    write-ahead commit, the load's summary adds the MERGEs after it (``applied_s``)."""
+    applied = {(b["batch_index"], b["batch_seq"]): b.get("applied_s") or 0.0 for b in summary["batches"]}
+    return [SimpleNamespace(**{**m.asDict(), "duration_s": m.duration_s + applied.get((m.batch_index, m.batch_seq), 0.0)})
+            for m in metrics]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=sorted(SIZES), default="small")
@@ -95,7 +140,7 @@ def main() -> None:
                     help="seed the range-layout warehouse under --work and stop; later runs with that --work reuse it")
     ap.add_argument("--trigger", type=int, default=0,
                     help="micro-batch trigger interval in seconds, the same for every strategy (default: the size's)")
-    ap.add_argument("--strategies", default=",".join(STRATEGIES),
+    ap.add_argument("--strategies", default=",".join((*STRATEGIES, BASELINE)),
                     help="comma-separated runs: a strategy, or strategy:name=value (max_wait_s, h_mark) for a variant beside it")
     ap.add_argument("--k", type=int, default=0, help="MESHJOIN's relation segments per cycle (default: the size's)")
     ap.add_argument("--h-mark", type=int, default=0,
@@ -205,6 +250,17 @@ def main() -> None:
             name = re.sub(r"[^A-Za-z0-9.-]+", "-", label) + f"-{rate:g}"
             for leftover in (work / name, work / f"runs-{name}"):  # of an earlier run under this --work
                 shutil.rmtree(leftover, ignore_errors=True)
+            if strategy == BASELINE:
+                t1 = time.time()
+                row = run_baseline(spark, seeds["range"], landing, work / name, run, t)
+                row["wall_seconds"] = time.time() - t1
+                per_rate[label] = row
+                progress(f"rate {rate:g} {label}: {row['updates']} updates in {row['wall_seconds']:.0f} s; "
+                         f"avg delay {row['avg_delay_s']:.1f} s, {'sustained' if row['sustained'] else 'NOT sustained'}")
+                shutil.rmtree(work / name, ignore_errors=True)
+                results[f"{rate:g}"] = per_rate
+                write_so_far(complete=False)
+                continue
             shutil.copytree(seeds[kind].warehouse_path, work / name)
             # The partitioned join's wait buffer holds one trigger interval of arrivals; a segment
             # is probed once it has an eighth of that pending (the thesis's 3000 of 65536 is 1/22).
@@ -226,7 +282,7 @@ def main() -> None:
             spark_jobs, commits = jobs_started(spark) - spark_jobs, delta_commits(cfg.warehouse_path) - commits
             wall = time.time() - t1
             where = f"run_key = '{run.run_key}'"
-            metrics = read(spark, cfg, "join_metrics").where(where).collect()
+            metrics = whole_batches(read(spark, cfg, "join_metrics").where(where).collect(), summary)
             outcomes = read(spark, cfg, "outcome_log").where(where).select("batch_index", "arrival_ts").collect()
             updates = sum(m.updates_in for m in metrics)
             counts = {int(r[0]): int(r[1]) for r in
@@ -257,7 +313,7 @@ def main() -> None:
                 "keymap_files_before": key_map_files[kind],
                 # Files the run left per table: small files and deletion vectors accumulate per MERGE.
                 "files_after": {
-                    table: table_files(spark, cfg, table) for table in ("key_map", "customer_current", "wait_buffer", "outcome_log")
+                    table: table_files(spark, cfg, table) for table in ("key_map", "customer_current", "wait_buffer", "batch_ledger")
                 },
                 "block_batches": sum(len(g) > 1 for g in groups),
                 **replay(metrics, outcomes, run, t, {g[0]: g[-1] for g in groups}),

@@ -74,13 +74,35 @@ def test_the_targets_are_the_ratios_of_each_range_run_to_meshjoin_native_and_bel
     bench.summarise(report)
     assert report["targets"] == {"200": {
         "partitioned-range": {"delay_over_meshjoin": 0.25, "bytes_over_native": 0.05,
-                              "fetches_over_belady": 0.125, "capacity_over_native": 4.0},
+                              "fetches_over_belady": 0.125, "capacity_over_native": 4.0,
+                              "batch_seconds_over_handwritten": None},
         "partitioned-range:h_mark=48000": {"delay_over_meshjoin": 0.1, "bytes_over_native": 0.1,
-                                           "fetches_over_belady": 0.5, "capacity_over_native": 2.0},
+                                           "fetches_over_belady": 0.5, "capacity_over_native": 2.0,
+                                           "batch_seconds_over_handwritten": None},
     }}
     assert report["highest_sustained_rate"] == {"native": 0.0, "meshjoin": 200.0, "partitioned-range": 200.0,
                                                 "partitioned-range:h_mark=48000": 200.0}
     assert report["capacity_range_over_native"] == 4.0
+
+
+def test_the_hand_written_baseline_is_timed_beside_the_strategies_and_not_compared_by_outcomes(tmp_path):
+    """Its whole batch time on the same stream is the denominator of issue 26's targets; it keeps
+    no outcome per update, so it has no digest and no key_map bytes, and neither is asked of it."""
+    digest = {"rows": 3, "sum_xxhash64": "1"}
+    report = {"command": "x", "keys": 10, "key_map_bytes": {"range": 100}, "memory_budget": 10,
+              "micro_batch_seconds": T, "minutes": 4, "wall_seconds": 60.0, "results": {"200": {
+                  "handwritten": {"avg_delay_s": 40.0, "p99_delay_s": 80.0, "capacity_updates_per_s": 400.0,
+                                  "sustained": True, "batch_seconds": 60.0},
+                  "native": row(300.0, 130.0, 150.0, batch_seconds=120.0, outcome_digest=digest),
+                  "partitioned-range": row(225.0, 6.5, 600.0, batch_seconds=30.0, outcome_digest=dict(digest)),
+              }}}
+    assert bench.run_labels(report["results"]["200"]) == ["native", "partitioned-range", "handwritten"]
+    assert bench.identical_outcomes(report["results"]["200"])
+    bench.summarise(report)
+    assert report["batch_seconds_over_handwritten"] == {"200": {"native": 2.0, "partitioned-range": 0.5}}
+    assert report["targets"]["200"]["partitioned-range"]["batch_seconds_over_handwritten"] == 0.5
+    bench.write_report(report, tmp_path / "r.json")
+    assert "| 200 | handwritten | 40.0 | 80.0 | 400 | yes |  |  |" in (tmp_path / "r.md").read_text()
 
 
 def test_a_ratio_against_a_strategy_that_did_not_run_is_none_not_a_huge_number():
@@ -102,6 +124,7 @@ def test_the_highest_sustained_rate_is_over_every_rate_of_the_report():
 
 @pytest.mark.parametrize("spec, want", [
     ("native", ("native", {})),
+    ("handwritten", ("handwritten", {})),
     ("partitioned-range:max_wait_s=180", ("partitioned-range", {"max_wait_s": 180.0})),
     (" partitioned-hash:h_mark=48000", ("partitioned-hash", {"h_mark": 48000})),
 ])
@@ -111,6 +134,7 @@ def test_a_run_is_a_strategy_with_at_most_one_setting_changed(spec, want):
 
 @pytest.mark.parametrize("spec, says", [
     ("nativ", "unknown strategy"),
+    ("handwritten:h_mark=3", "takes no settings"),
     ("partitioned-range:tau=3", "name one of"),
     ("partitioned-range:h_mark", "name one of"),
     ("partitioned-range:h_mark=lots", "not a valid int"),

@@ -27,13 +27,12 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from benchmarks.handwritten import Handwritten, seed
+from benchmarks.handwritten import Handwritten, seed, window_files
 from benchmarks.measures import delta_commits, jobs_started
 from etl import jobs
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
-from etl.io.landing import SOURCE_PREFIX, landing_file
 from etl.io.spark import build_spark_session
 from etl.io.tables import read
 
@@ -70,17 +69,15 @@ def measure(spark, cfg: EtlConfig, run: Interval, strategy: str) -> dict:
 def measure_handwritten(spark, seed_cfg: EtlConfig, root: Path, run: Interval) -> dict:
     """The hand-written baseline (``benchmarks.handwritten``) seeded with the seed warehouse's keys
     and current rows, fed ``run``'s arrival minutes one at a time: one micro-batch each."""
+    fed = window_files(seed_cfg.landing_path, run.start, 60, int((run.end - run.start).total_seconds() // 60),
+                       root / "windows")
     seed(spark, read(spark, seed_cfg, "key_map"), read(spark, seed_cfg, "customer_current"), root)
-    sources = sorted(p.name[len(SOURCE_PREFIX):] for p in seed_cfg.landing_path.glob(f"{SOURCE_PREFIX}*"))
     hand = Handwritten(spark, root)
     marks = [(jobs_started(spark), delta_commits(root), 0.0)]
     try:
-        minute = run.start
-        while minute < run.end:
-            files = [f for f in (landing_file(seed_cfg.landing_path, s, minute) for s in sources) if f.exists()]
+        for files, _ in fed:
             seconds = hand.feed(files)
             marks.append((jobs_started(spark), delta_commits(root), seconds))
-            minute += timedelta(minutes=1)
     finally:
         hand.stop()
     steps = list(zip(marks[1:], marks[2:]))  # without the first batch (the query's start-up)

@@ -32,7 +32,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from etl.io.landing import SOURCE_PREFIX, landing_file
+from etl.io.landing import scan_landing
 
 LINE_SCHEMA = (
     "source_id string, natural_key string, op string, source_seq long, event_ts timestamp, arrival_ts timestamp, "
@@ -101,12 +101,13 @@ class Handwritten:
                       .option("checkpointLocation", str(root / "checkpoint")).start())
 
     def feed(self, files: list[Path]) -> float:
-        """Land ``files`` where the query watches and wait until it has applied them: seconds."""
+        """Land ``files`` (one window of ``window_files``) where the query watches and wait until it
+        has applied them: seconds."""
         staging = self.root / "staging"
         staging.mkdir(exist_ok=True)
         started = time.perf_counter()
         for f in files:  # whole files appear at once, as a landing agent's rename makes them
-            name = f"{f.parent.parent.parent.name}-{f.parent.name}-{f.name}"
+            name = f"{f.parent.name}-{f.name}"
             shutil.copy(f, staging / name)
             (staging / name).rename(self.incoming / name)
         self.query.processAllAvailable()
@@ -125,29 +126,23 @@ def window_files(landing: Path, start: datetime, t: int, windows: int, out: Path
     is under a minute; ``t`` must divide 60 or be whole minutes) and its updates' arrival times."""
     if not (60 % t == 0 or t % 60 == 0):
         raise ValueError(f"the baseline is fed whole landing files: a trigger of {t} s does not divide a minute")
-    sources = sorted(p.name[len(SOURCE_PREFIX):] for p in landing.glob(f"{SOURCE_PREFIX}*"))
     fed: list[tuple[list[Path], list[datetime]]] = [([], []) for _ in range(windows)]
-    minutes = (windows * t + 59) // 60
-    for m in range(minutes):
-        minute = start + timedelta(minutes=m)
-        for source in sources:
-            path = landing_file(landing, source, minute)
-            if not path.exists():
-                continue
-            parts: dict[int, list[str]] = {}
-            for line in path.read_text().splitlines():
-                try:
-                    arrival = datetime.fromisoformat(json.loads(line)["arrival_ts"].replace("Z", "+00:00"))
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    arrival = None  # a line the stream cannot read goes with its file's first window
-                since = (arrival or minute) - start
-                w = max(0, min(int(since.total_seconds() // t), windows - 1)) if t < 60 else (m * 60) // t
-                parts.setdefault(w, []).append(line)
-                if arrival is not None:
-                    fed[w][1].append(arrival)
-            for w, lines in parts.items():
-                part = out / f"w{w:05d}" / f"{source}-{minute:%Y%m%dT%H%M}.jsonl"
-                part.parent.mkdir(parents=True, exist_ok=True)
-                part.write_text("\n".join(lines) + "\n")
-                fed[w][0].append(part)
+    end = start + timedelta(minutes=(windows * t + 59) // 60)
+    for landed in scan_landing(landing, start, end).files:
+        parts: dict[int, list[str]] = {}
+        for line in Path(landed.path).read_text().splitlines():
+            try:
+                arrival = datetime.fromisoformat(json.loads(line)["arrival_ts"].replace("Z", "+00:00"))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                arrival = None  # a line the stream cannot read goes with its file's first window
+            since = (arrival if t < 60 and arrival is not None else landed.minute) - start
+            w = max(0, min(int(since.total_seconds() // t), windows - 1))
+            parts.setdefault(w, []).append(line)
+            if arrival is not None:
+                fed[w][1].append(arrival)
+        for w, lines in parts.items():
+            part = out / f"w{w:05d}" / f"{landed.source_id}-{landed.minute:%Y%m%dT%H%M}.jsonl"
+            part.parent.mkdir(parents=True, exist_ok=True)
+            part.write_text("\n".join(lines) + "\n")
+            fed[w][0].append(part)
     return fed

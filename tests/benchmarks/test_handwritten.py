@@ -11,7 +11,6 @@ from benchmarks.handwritten import Handwritten, seed, window_files
 from etl import jobs
 from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
-from etl.io.landing import SOURCE_PREFIX, landing_file
 from etl.io.tables import read
 
 T0 = datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)
@@ -30,10 +29,9 @@ def test_the_baseline_ends_with_the_product_s_keys_and_current_rows(spark, cfg, 
     jobs.load(spark, cfg, RUN, strategy="native")
 
     hand = Handwritten(spark, tmp_path / "hand")
-    sources = sorted(p.name[len(SOURCE_PREFIX):] for p in cfg.landing_path.glob(f"{SOURCE_PREFIX}*"))
     try:
-        for minute in (RUN.start, RUN.start + timedelta(minutes=1)):  # one micro-batch each
-            hand.feed([f for f in (landing_file(cfg.landing_path, s, minute) for s in sources) if f.exists()])
+        for files, _ in window_files(cfg.landing_path, T0, 60, 2, tmp_path / "windows"):  # one micro-batch each
+            hand.feed(files)
         assert hand.query.lastProgress["batchId"] == 1
     finally:
         hand.stop()

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup demo test test-pure test-fast test-spark test-e2e test-slow simulate benchmark crash-matrix airflow-start airflow-stop clean
+.PHONY: setup demo test test-pure test-fast test-spark test-e2e test-slow simulate benchmark benchmark-stream crash-matrix airflow-start airflow-stop clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh
 	@scripts/setup.sh $(VENV)
@@ -34,6 +34,9 @@ test-slow: setup  ## the slow tier: random SIGKILLs of whole runs (3 strategies)
 
 simulate: setup  ## the thesis's Figures 6.5-6.13 from the simulator (about 9 minutes)
 	$(VENV)/bin/etl simulate figures --out docs/results/simulator
+
+benchmark-stream: setup  ## the always-on loader (etl stream) timed live beside the scheduled way on one stream (about 15 minutes)
+	$(PY) -m benchmarks.stream_live
 
 benchmark: setup  ## the four strategies and the hand-written baseline in Spark at several rates (small size: about 30 minutes)
 	$(PY) -m benchmarks.strategies --size small --out docs/results/strategies

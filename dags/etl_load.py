@@ -1,5 +1,9 @@
 """Load DAG: ingest -> join_and_load -> validate -> report, once per data interval.
 
+``route`` goes first: an interval the always-on loader (``etl stream``) has loaded skips ingest
+and load (``loaded_by_stream``) and is only validated and reported; while a live stream has yet
+to load it, ``route`` waits for it; without a stream it goes on to ``ingest``.
+
 Only wiring lives here; the tasks run ``etl`` through spark-submit (master from the Airflow
 connection ``etl_spark``) and ``etl.entrypoints.airflow_support``.
 """
@@ -9,11 +13,20 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.providers.standard.operators.empty import EmptyOperator
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param, task
 
 from etl.core.config import load_config, strategy_settings_schema
 from etl.core.registry import NAMES as JOIN_STRATEGIES
-from etl.entrypoints.airflow_support import APPLICATION, INTERVAL_ARGS, SPARK_CONN_ID, run_report, submit_conf
+from etl.entrypoints.airflow_support import (
+    APPLICATION,
+    INTERVAL_ARGS,
+    SPARK_CONN_ID,
+    STREAM_LOADED,
+    run_report,
+    stream_route,
+    submit_conf,
+)
 
 cfg = load_config()
 
@@ -52,10 +65,22 @@ with DAG(
         ],
         **spark_job,
     )
-    validate = SparkSubmitOperator(task_id="validate", application_args=["validate", *INTERVAL_ARGS], **spark_job)
+    validate = SparkSubmitOperator(
+        task_id="validate", application_args=["validate", *INTERVAL_ARGS],
+        trigger_rule="none_failed_min_one_success",  # after join_and_load, or after the stream loaded it
+        **spark_job,
+    )
+
+    @task.branch(task_id="route")
+    def route(data_interval_start=None, data_interval_end=None) -> str:
+        return stream_route(data_interval_start, data_interval_end)
+
+    loaded_by_stream = EmptyOperator(task_id=STREAM_LOADED)
 
     @task(task_id="report")
     def report(data_interval_start=None, data_interval_end=None) -> dict:
         return run_report(data_interval_start, data_interval_end)
 
-    ingest >> join_and_load >> validate >> report()
+    route() >> [ingest, loaded_by_stream]
+    ingest >> join_and_load >> validate
+    loaded_by_stream >> validate >> report()

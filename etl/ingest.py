@@ -27,6 +27,7 @@ from pyspark.sql.types import (
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.core.records import Reject, check_line, printable, read_lines
+from etl.core.stream_plan import MINUTE, n_windows
 from etl.io.landing import LandedFile
 from warehouse.schemas import INGESTED_UPDATES, LANDED_FILES, REJECTED_UPDATES
 
@@ -143,12 +144,17 @@ def _conform(df: DataFrame, schema: StructType) -> DataFrame:
 
 
 def to_ingested(valid: DataFrame, interval: Interval, micro_batch_seconds: int) -> DataFrame:
-    """Valid rows -> the ``ingested_updates`` shape, each with its micro-batch by arrival time."""
-    n_batches = max(1, -(-int((interval.end - interval.start).total_seconds()) // micro_batch_seconds))
+    """Valid rows -> the ``ingested_updates`` shape, each with its micro-batch by arrival time,
+    kept inside the windows of its landing file's minute (``stream_plan.minute_windows``): a line
+    stamped outside its file's minute cannot join a window the always-on loader has loaded."""
+    n_batches = n_windows(interval, micro_batch_seconds)
     start_us = int(interval.start.timestamp() * 1_000_000)
+    width = F.lit(micro_batch_seconds * 1_000_000)
     offset = F.unix_micros(F.col("arrival_ts")) - F.lit(start_us)
-    batch = F.floor(offset / F.lit(micro_batch_seconds * 1_000_000)).cast("int")
-    batch = F.least(F.greatest(batch, F.lit(0)), F.lit(n_batches - 1))
+    minute = F.unix_micros(F.col("arrival_minute")) - F.lit(start_us)
+    batch = F.floor(offset / width)
+    batch = F.least(F.greatest(batch, F.floor(minute / width)), F.floor((minute + F.lit(MINUTE * 1_000_000 - 1)) / width))
+    batch = F.least(F.greatest(batch, F.lit(0)), F.lit(n_batches - 1)).cast("int")
     out = valid.select(
         F.lit(interval.run_key).alias("run_key"),
         "update_id", "source_id", "natural_key", "op", "name", "email", "city", "balance",

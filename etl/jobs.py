@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.faults import crash_point
 from etl.core.interval import Interval
+from etl.core.stream_plan import is_window_boundary, windows_before
 from etl.ingest import check_landed_files, to_ingested, to_landed_files, to_rejected
 from etl.io.landing import landing_file, move_tail, scan_landing
 from etl.io.lock import LoadLock
@@ -29,7 +30,7 @@ from etl.io.runs import (
     landing_changes,
     recorded_files,
 )
-from etl.io.tables import ensure_tables, read, replace_partition
+from etl.io.tables import ensure_tables, read, replace_where
 from etl.load.loader import Loader
 from etl.quality.gate import run_load_gate
 
@@ -81,6 +82,18 @@ def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
         changes = landing_changes(spark, cfg, interval, scan.files)
         if changes:
             raise LandingChanged(describe_changes(interval, changes))
+    run = f"run_key = '{interval.run_key}'"
+    reasons, n_lines, n_blank = _write_checked(spark, cfg, interval, scan, run, run, run)
+    summary = ingest_summary(interval, len(scan.files), scan.skipped, n_lines, n_blank, reasons)
+    write_summary(cfg, interval, "ingest", summary)
+    check_rejections(cfg, interval, summary)
+    return summary
+
+
+def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, updates_where: str, files_where: str,
+                   rejected_where: str) -> tuple[Counter, int, int]:
+    """Check the scanned files' lines and write them over the rows the three predicates select
+    (a run's partition, or the always-on loader's minutes of it): rerunning writes the same rows."""
     for s in scan.skipped:
         log.warning("skipped %s: %s", s.name, s.reason)
     checked = check_landed_files(spark, cfg, scan.files).cache()
@@ -89,36 +102,67 @@ def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
         valid = lines.where(F.col("reject_reason").isNull())
         rejected = lines.where(F.col("reject_reason").isNotNull())
         files = checked.where(F.col("kind") == "file")
-        replace_partition(to_ingested(valid, interval, cfg.micro_batch_seconds), cfg, "ingested_updates", "run_key", interval.run_key)
+        replace_where(to_ingested(valid, interval, cfg.micro_batch_seconds), cfg, "ingested_updates", updates_where)
         crash_point("ingest.ingested_written")
-        replace_partition(to_rejected(rejected, interval), cfg, "rejected_updates", "run_key", interval.run_key)
+        replace_where(to_rejected(rejected, interval), cfg, "rejected_updates", rejected_where)
         crash_point("ingest.rejected_written")
-        replace_partition(to_landed_files(files, interval), cfg, "landed_files", "run_key", interval.run_key)
+        replace_where(to_landed_files(files, interval), cfg, "landed_files", files_where)
         reasons = Counter({r[0]: r[1] for r in rejected.groupBy("reject_reason").count().collect()})
         totals = files.agg(F.sum("file_lines"), F.sum("file_blank_lines")).first()
     finally:
         checked.unpersist()
-    n_lines, n_blank = int(totals[0] or 0), int(totals[1] or 0)
+    return reasons, int(totals[0] or 0), int(totals[1] or 0)
+
+
+def ingest_summary(interval: Interval, files: int, skipped, n_lines: int, n_blank: int, reasons: Counter) -> dict:
     n_rejected = sum(reasons.values())
-    summary = {
+    return {
         "run_key": interval.run_key,
         "interval": [interval.start.isoformat(), interval.end.isoformat()],
-        "files": len(scan.files),
-        "skipped": [{"name": s.name, "reason": s.reason} for s in scan.skipped],
+        "files": files,
+        "skipped": [{"name": s.name, "reason": s.reason} for s in skipped],
         "lines": n_lines,
         "blank_lines": n_blank,
         "valid": n_lines - n_rejected,
         "rejected": n_rejected,
         "rejected_by_reason": dict(sorted(reasons.items())),
     }
-    write_summary(cfg, interval, "ingest", summary)
+
+
+def check_rejections(cfg: EtlConfig, interval: Interval, summary: dict) -> None:
+    n_rejected, n_lines = summary["rejected"], summary["lines"]
     if n_lines and n_rejected / n_lines > cfg.max_rejected_fraction:
         raise RejectionCeilingExceeded(
             f"{n_rejected} of {n_lines} lines of run {interval.run_key} were rejected "
             f"({n_rejected / n_lines:.1%} > max_rejected_fraction {cfg.max_rejected_fraction:.1%}); "
-            f"see the rejected_updates table, reasons: {dict(reasons)}"
+            f"see the rejected_updates table, reasons: {summary['rejected_by_reason']}"
         )
-    return summary
+
+
+def ingest_minutes(spark, cfg: EtlConfig, interval: Interval, start, end) -> dict:
+    """The always-on loader's ingest: the landing files of minutes ``[start, end)`` of the run,
+    whole arrival windows, written over the run's rows of those windows and minutes (a restart
+    writes the same rows again). Together the pieces are the rows ``ingest`` writes at once."""
+    mbs = cfg.micro_batch_seconds
+    if not (is_window_boundary(interval, mbs, start) and is_window_boundary(interval, mbs, end)):
+        raise ValueError(f"[{start}, {end}) splits an arrival window of run {interval.run_key}")
+    scan = scan_landing(cfg.landing_path, start, end)
+    run = f"run_key = '{interval.run_key}'"
+    lo, hi = windows_before(interval, mbs, start), windows_before(interval, mbs, end)
+    minutes = (f"{run} AND unix_micros(arrival_minute) >= {int(start.timestamp() * 1e6)} "
+               f"AND unix_micros(arrival_minute) < {int(end.timestamp() * 1e6)}")
+    reasons, n_lines, n_blank = _write_checked(
+        spark, cfg, interval, scan, f"{run} AND batch_index >= {lo} AND batch_index < {hi}", minutes, minutes)
+    return ingest_summary(interval, len(scan.files), scan.skipped, n_lines, n_blank, reasons)
+
+
+def run_ingest_summary(spark, cfg: EtlConfig, interval: Interval, skipped) -> dict:
+    """The summary ``ingest`` writes, made from the run's rows (the always-on loader ingested it in
+    pieces)."""
+    run = f"run_key = '{interval.run_key}'"
+    files = read(spark, cfg, "landed_files").where(run).agg(F.count("*"), F.sum("lines"), F.sum("blank_lines")).first()
+    reasons = Counter({r[0]: r[1] for r in read(spark, cfg, "rejected_updates").where(run).groupBy("reason").count().collect()})
+    return ingest_summary(interval, int(files[0]), skipped, int(files[1] or 0), int(files[2] or 0), reasons)
 
 
 def late_lines(spark, cfg: EtlConfig, interval: Interval, move_to=None) -> dict:

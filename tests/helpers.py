@@ -130,3 +130,17 @@ def copy_of(seed: EtlConfig, tmp_path, name: str) -> EtlConfig:
     """A copy of the warehouse of ``seed`` under ``tmp_path/name``, with its own runs."""
     shutil.copytree(seed.warehouse_path, tmp_path / name / "warehouse")
     return seed.replace(warehouse_root=str(tmp_path / name / "warehouse"), runs_root=str(tmp_path / name / "runs"))
+
+
+class FakeClock:
+    """Time for ``etl.stream.Stream`` that passes only when it sleeps: every landing minute closes
+    while the stream waits for it, and a test never waits for the wall clock."""
+
+    def __init__(self, now: datetime):
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += timedelta(seconds=max(seconds, 0.001))

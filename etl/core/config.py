@@ -53,6 +53,12 @@ class EtlConfig:
     max_record_bytes: int = 65536
     max_rejected_fraction: float = 1.0  # a run whose rejected share exceeds this fails
     schedule: str = "@hourly"
+    # The always-on loader (etl stream): it reads a landing minute this long after the minute ends
+    # (the landing agent's last write), says it is alive every stream_heartbeat_seconds, and a
+    # DAG run waits for it instead of loading its interval while it said so within stream_stale_seconds.
+    stream_grace_seconds: float = 5.0
+    stream_heartbeat_seconds: float = 10.0
+    stream_stale_seconds: float = 120.0
     # A load lock held from another host is stale once it has not been refreshed for this long
     # (its holder refreshes it every quarter of it); on the lock's own host a dead pid is enough.
     lock_stale_seconds: int = 900
@@ -200,6 +206,10 @@ def _validate(cfg: EtlConfig) -> None:
     need(0 < cfg.alpha <= 1, "alpha", "must be in (0, 1]")
     need(0 < cfg.r_wb <= 1, "r_wb", "must be in (0, 1]")
     need(cfg.rho >= 0, "rho", "must be >= 0")
+    need(cfg.stream_grace_seconds >= 0, "stream_grace_seconds", "must be >= 0")
+    need(cfg.stream_heartbeat_seconds > 0, "stream_heartbeat_seconds", "must be a positive number")
+    need(cfg.stream_stale_seconds > cfg.stream_heartbeat_seconds, "stream_stale_seconds",
+         "must exceed stream_heartbeat_seconds (a live stream would look stopped between two heartbeats)")
     need(cfg.max_wait_s >= 0, "max_wait_s", "must be >= 0 (0 means no bound)")
     need(0 <= cfg.l_mark <= cfg.h_mark, "l_mark", "must be between 0 and h_mark")
     need(cfg.block_factor >= 1, "block_factor", "must be at least 1 (1 turns block granularity off)")

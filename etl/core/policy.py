@@ -353,3 +353,10 @@ def load_batches(strategy: str, counts: Mapping[int, int], cfg) -> list[list[int
     if not registry.spec(strategy).block_batches or cfg.block_factor == 1:
         return [[w] for w in sorted(counts)]
     return plan_batches(counts, Granularity(cfg.micro_batch_seconds, cfg.l_mark, cfg.h_mark, cfg.block_factor))
+
+
+def plan_lookahead(strategy: str, cfg) -> int:
+    """How many arrival windows, from its first, decide a load batch (``stream_plan.settled_groups``)."""
+    if not registry.spec(strategy).block_batches or cfg.block_factor == 1:
+        return 1
+    return cfg.block_factor

@@ -11,6 +11,7 @@ from etl.core.spark_conf import spark_conf
 
 SPARK_CONN_ID = "etl_spark"
 APPLICATION = str(Path(__file__).with_name("spark_entry.py"))
+STREAM_LOADED = "loaded_by_stream"
 INTERVAL_ARGS = ["--start", "{{ data_interval_start.isoformat() }}", "--end", "{{ data_interval_end.isoformat() }}"]
 
 
@@ -20,6 +21,38 @@ def submit_conf(cfg: EtlConfig) -> dict[str, str]:
     conf["spark.pyspark.python"] = os.environ.get("PYSPARK_PYTHON", sys.executable)
     conf["spark.pyspark.driver.python"] = os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)
     return conf
+
+
+def stream_route(data_interval_start, data_interval_end, poll_seconds: float = 10.0) -> str:
+    """The load DAG's first task: the task to go on with. An interval the always-on loader has
+    loaded is only validated and reported; while a live stream has yet to load it, wait for it
+    (loading it here too would race it); otherwise ingest and load as usual."""
+    import json
+    import time
+
+    from etl.core.config import load_config
+    from etl.core.interval import Interval
+    from etl.core.stream_plan import dag_route
+    from etl.io.stream_status import read_heartbeat, stream_is_live
+
+    cfg = load_config()
+    interval = Interval(data_interval_start, data_interval_end)
+    summary_path = cfg.runs_path / interval.run_key / "load.json"
+    max_wait_s = (interval.end - interval.start).total_seconds() + cfg.stream_stale_seconds
+    started = time.monotonic()
+    while True:
+        summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
+        route = dag_route(interval, summary, read_heartbeat(cfg), stream_is_live(cfg), time.monotonic() - started, max_wait_s)
+        if route == "validate":
+            print(f"run {interval.run_key} was loaded by the always-on loader (etl stream): validating and reporting it")
+            return STREAM_LOADED
+        if route == "load":
+            return "ingest"
+        if route == "late":
+            raise RuntimeError(
+                f"the always-on loader is live but has not loaded run {interval.run_key} within {max_wait_s:.0f} s; "
+                f"see its log (heartbeat: {read_heartbeat(cfg)}); this task retries")
+        time.sleep(poll_seconds)
 
 
 def run_report(data_interval_start, data_interval_end) -> dict:

@@ -3,6 +3,7 @@
     etl generate --start 2026-11-22T10:00 --duration 300 --rate 40
     etl run --start 2026-11-22T10:00 --end 2026-11-22T10:05 [--join-strategy native]
     etl ingest|load|validate|report --start ... --end ...
+    etl stream [--start ...] [--until ...]          (the always-on loader; SIGTERM stops it)
     etl late-lines|discard --start ... --end ...   (landing files changed after a load; a mistaken ingest)
     etl unlock [--force]                            (a load lock whose holder is gone)
     etl simulate figures|recommend|run ...   (no Spark: the thesis's simulator)
@@ -99,6 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "late-lines":
             p.add_argument("--move-to", metavar="MINUTE",
                            help="move appended/added lines into this minute's landing files (a minute no run has ingested)")
+
+    stream = sub.add_parser(
+        "stream", help="the always-on loader: load each arrival window once its landing minutes close (one Spark "
+                       "session; SIGTERM stops it after the piece being loaded, a restart resumes)")
+    _common(stream)
+    stream.add_argument("--start", help="a time in the first run to load, ISO 8601 (default: the run left open, "
+                                        "else the one after the last run loaded, else the current one)")
+    stream.add_argument("--until", help="stop once every run starting before this time is loaded (default: run until stopped)")
 
     unlock = sub.add_parser("unlock", help="remove the load lock when its holder is gone (--force: whatever holds it)")
     _common(unlock)
@@ -226,7 +235,12 @@ def main(argv: list[str] | None = None) -> int:
             return _generate(args, cfg)
         from etl.core.interval import Interval, parse_minute
 
-        interval = Interval.parse(args.start, args.end) if args.command not in ("init", "maintain", "unlock") else None
+        interval = Interval.parse(args.start, args.end) if args.command not in ("init", "maintain", "unlock", "stream") else None
+        if args.command == "stream":
+            from etl.core.interval import parse_ts
+
+            args.start_ts = parse_ts(args.start) if args.start else None
+            args.until_ts = parse_ts(args.until) if args.until else None
         move_to = parse_minute(args.move_to) if getattr(args, "move_to", None) else None
         if args.command == "maintain":
             from etl.maintenance import check_steps
@@ -256,6 +270,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from etl.io.spark import build_spark_session
 
+        if args.command == "stream":
+            import signal
+
+            # The driver's JVM inherits an ignored SIGTERM and keeps it ignored, so a SIGTERM sent to
+            # the whole process group (docker stop through dumb-init, systemd) stops the stream after
+            # its piece instead of killing Spark under it. One sent while Spark starts is not seen.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
         spark = build_spark_session(cfg, app_name=f"etl-{args.command}")
         return _run(spark, cfg, args, interval, move_to)
     except Exception as exc:
@@ -278,8 +299,9 @@ def exit_code_of(exc: BaseException) -> tuple[int | None, str]:
     from etl.io.runs import LandingChanged, OverlappingRunError
     from etl.jobs import RejectionCeilingExceeded, RunAlreadyLoaded, ValidationFailed
     from etl.maintenance import MaintenanceBlocked
+    from etl.stream import RunStartedElsewhere
 
-    if isinstance(exc, (ConfigError, LandingError, OverlappingRunError, LandingChanged, RunAlreadyLoaded)):
+    if isinstance(exc, (ConfigError, LandingError, OverlappingRunError, LandingChanged, RunAlreadyLoaded, RunStartedElsewhere)):
         return EXIT_CONFIG, f"error: {exc}"
     if isinstance(exc, (WarehouseLocked, MaintenanceBlocked)):
         return EXIT_LOCKED, f"error: {exc}"
@@ -322,6 +344,8 @@ def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> 
         created = ensure_tables(spark, cfg)
         print(f"created: {', '.join(created) or 'nothing (all tables exist)'} under {cfg.warehouse_uri}")
         return 0
+    if args.command == "stream":
+        return _stream(spark, cfg, args)
     if args.command == "maintain":
         from etl.maintenance import maintain
 
@@ -357,6 +381,24 @@ def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> 
         _print(rep, args.json, jobs.format_report(rep))
     else:
         _print(summary, True)
+    return 0
+
+
+def _stream(spark, cfg: EtlConfig, args: argparse.Namespace) -> int:
+    import signal
+
+    from etl.stream import Stream
+
+    stream = Stream(spark, cfg, progress=_progress)
+
+    def stop(signum, _frame) -> None:
+        _progress(f"{signal.Signals(signum).name}: stopping after the piece being loaded")
+        stream.stop()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stop)
+    finished = stream.run(args.start_ts, args.until_ts)
+    _print({"runs_finished": [f["run_key"] for f in finished], "stopped_by_signal": stream.stopping}, True)
     return 0
 
 

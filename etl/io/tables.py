@@ -98,15 +98,9 @@ def row_frame(spark, name: str, values: dict):
     return spark.createDataFrame([tuple(values.get(f.name) for f in schema.fields)], schema)
 
 
-def replace_partition(df, cfg: EtlConfig, name: str, column: str, value: str) -> None:
-    """Overwrite exactly the rows where ``column = value``: rerunning gives the same table."""
-    (
-        conform(df, name)
-        .write.format("delta")
-        .mode("overwrite")
-        .option("replaceWhere", f"{column} = '{value}'")
-        .save(cfg.table_path(name))
-    )
+def replace_where(df, cfg: EtlConfig, name: str, predicate: str) -> None:
+    """Overwrite exactly the rows ``predicate`` selects (``df``'s rows must all satisfy it)."""
+    conform(df, name).write.format("delta").mode("overwrite").option("replaceWhere", predicate).save(cfg.table_path(name))
 
 
 def table_bytes(spark, cfg: EtlConfig, name: str) -> int:

@@ -29,7 +29,8 @@ from etl.core import registry
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.faults import crash_point
 from etl.core.interval import Interval
-from etl.core.policy import load_batches
+from etl.core.policy import load_batches, plan_lookahead
+from etl.core.stream_plan import n_windows, settled_groups
 from etl.io.layout_store import load_layout, settle_pending_layout
 from etl.io.lock import LoadLock
 from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, run_owner
@@ -66,11 +67,22 @@ class Loader:
         # Settled under the lock (``_prepare``): a maintenance step may be changing them until then.
         self.layout = self.segment_of = self.strategy = None
         self._lock = None
+        # The run ``load_ready`` left open, and the ledger's last batch_seq then: its strategy state
+        # is kept for the next call while nobody else has loaded and the layout is the same.
+        self._open_run: tuple[str, int] | None = None
+        self._continuing = False
 
-    def _prepare(self) -> None:
-        """Under the lock: settle a rebalance cut short, then the layout and the strategy."""
+    def _prepare(self, run_key: str) -> None:
+        """Under the lock: settle a rebalance cut short, then the layout and the strategy (the open
+        run's, kept; otherwise a fresh one, as a scheduled run starts with)."""
         settle_pending_layout(self.spark, self.cfg)
-        self.layout = load_layout(self.cfg, self.spec.new_layout)
+        layout = load_layout(self.cfg, self.spec.new_layout)
+        self._continuing = (self._open_run is not None and layout == self.layout
+                            and self._open_run == (run_key, self.ledger.state()[0]))
+        self._open_run = None  # set again only by a step call that ends with the run still open
+        if self._continuing:
+            return
+        self.layout = layout
         self.segment_of = segment_column(self.layout)
         self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout)
 
@@ -136,23 +148,37 @@ class Loader:
     def load(self, interval: Interval, progress=None) -> LoadResult:
         """Load the run's ingested updates; batches already in the ledger are skipped (idempotent).
         Fails at once with ``WarehouseLocked`` while another load holds the warehouse."""
+        return self._locked(interval, lambda: self._load(interval, progress))
+
+    def load_ready(self, interval: Interval, closed_windows: int, progress=None) -> LoadResult:
+        """The always-on loader's step: load the run's batches that its first ``closed_windows``
+        arrival windows (ingested) settle, and once they are all of the run's, flush and end it as
+        ``load`` does. Holds the lock for this call only; the strategy's state (resident segments,
+        wait buffer, MESHJOIN queue) is kept for the next call unless someone else loaded or the
+        layout changed meanwhile, when the run is taken up again as after a restart."""
+        return self._locked(interval, lambda: self._load(interval, progress, closed_windows))
+
+    def _locked(self, interval: Interval, body) -> LoadResult:
         ensure_tables(self.spark, self.cfg)
         with LoadLock(self.cfg.meta_path, f"load of {interval.run_key}", self.cfg.lock_stale_seconds) as lock:
             self._lock = lock
             self.ledger.forget()  # others may have loaded since this loader last held the lock
             try:
-                self._prepare()
-                return self._load(interval, progress)
+                self._prepare(interval.run_key)
+                return body()
             finally:
                 self._lock = None
 
-    def _load(self, interval: Interval, progress=None) -> LoadResult:
-        owner = check_owner(self.spark, self.cfg, interval.run_key, self.strategy.name, self.layout.kind)
+    def _load(self, interval: Interval, progress=None, closed_windows: int | None = None) -> LoadResult:
+        final = closed_windows is None or closed_windows >= n_windows(interval, self.cfg.micro_batch_seconds)
         result = LoadResult(interval.run_key, self.strategy.name)
-        result.recovered_batches = len(self.recover())
-        check_no_overlap(self.spark, self.cfg, interval)
+        owner = None
+        if not self._continuing:
+            owner = check_owner(self.spark, self.cfg, interval.run_key, self.strategy.name, self.layout.kind)
+            result.recovered_batches = len(self.recover())
+            check_no_overlap(self.spark, self.cfg, interval)
         ingested = read(self.spark, self.cfg, "ingested_updates").where(f"run_key = '{interval.run_key}'")
-        ingested, indexes = self._plan(ingested, progress)
+        ingested, indexes, sizes = self._plan(interval, ingested, progress, None if final else closed_windows)
         ledger_rows = self.ledger.rows(interval.run_key)
         done = {r["batch_index"] for r in ledger_rows}
         result.skipped_batches = len([i for i in indexes if i in done])
@@ -160,7 +186,10 @@ class Loader:
         if FLUSH_STEP in done:
             self._settling_strategy(owner).settle(interval.run_key)
             return result
-        self.strategy.begin(interval.run_key, ingested, sorted(done), ledger_rows)
+        if self._continuing:
+            self.strategy.arrived(sizes)
+        else:
+            self.strategy.begin(interval.run_key, ingested, sorted(done), ledger_rows)
         for n, index in enumerate(todo, 1):
             started = time.time()
             batch = ingested.where(f"batch_index = {index}").drop("run_key", "batch_index")
@@ -168,6 +197,9 @@ class Loader:
                 result.batches.append(self._commit(interval.run_key, index, joined, started))
             if progress:
                 progress(f"batch {n}/{len(todo)} (index {index}) committed")
+        if not final:
+            self._open_run = (interval.run_key, self.ledger.state()[0])
+            return result
         for joined in self.strategy.flush():
             result.batches.append(self._commit(interval.run_key, FLUSH_STEP, joined, time.time()))
         self.strategy.end()
@@ -183,20 +215,25 @@ class Loader:
         except ConfigError:  # the warehouse has been laid out for another strategy since
             return self.strategy
 
-    def _plan(self, ingested, progress=None):
-        """The run's load batches. The partitioned strategies switch granularity by backlog
-        (``policy.plan_batches``): under a heavy backlog one batch spans ``block_factor`` arrival
-        windows and takes the first window's ``batch_index``. The plan is a pure function of the
-        run's ingested counts, so a restart plans the same batches."""
+    def _plan(self, interval: Interval, ingested, progress=None, closed_windows: int | None = None):
+        """The run's load batches (and their sizes). The partitioned strategies switch granularity
+        by backlog (``policy.plan_batches``): under a heavy backlog one batch spans ``block_factor``
+        arrival windows and takes the first window's ``batch_index``. The plan is a pure function
+        of the run's ingested counts, so a restart plans the same batches; with ``closed_windows``
+        only the batches those windows settle for good (``stream_plan.settled_groups``)."""
         counts = {int(r[0]): int(r[1]) for r in ingested.groupBy("batch_index").count().collect()}
         groups = load_batches(self.strategy.name, counts, self.cfg)
+        if closed_windows is not None:
+            total = n_windows(interval, self.cfg.micro_batch_seconds)
+            groups = settled_groups(groups, closed_windows, total, plan_lookahead(self.strategy.name, self.cfg))
+        sizes = {g[0]: sum(counts[w] for w in g) for g in groups}
         merged = [g for g in groups if len(g) > 1]
         if not merged:
-            return ingested, sorted(counts)
+            return ingested, [g[0] for g in groups], sizes
         if progress:
             progress(f"block granularity: {sum(map(len, merged))} of {len(counts)} arrival windows in {len(merged)} batches")
         first_of = F.create_map(*[F.lit(x) for g in groups for w in g for x in (w, g[0])])
-        return ingested.withColumn("batch_index", first_of[F.col("batch_index")]), [g[0] for g in groups]
+        return ingested.withColumn("batch_index", first_of[F.col("batch_index")]), [g[0] for g in groups], sizes
 
     def _commit(self, run_key: str, batch_index: int, joined, started: float) -> BatchResult:
         if self._lock is not None:

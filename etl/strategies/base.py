@@ -89,6 +89,9 @@ class JoinStrategy(ABC):
     def begin(self, run_key: str, ingested, done_steps: list[int], ledger_rows: list) -> None:
         """A run starts (or restarts after a crash, with ``done_steps`` already committed)."""
 
+    def arrived(self, batch_sizes: dict[int, int]) -> None:
+        """More of the open run is ingested (the always-on loader): its batches' sizes so far."""
+
     def end(self) -> None:
         """The run has been flushed and committed."""
 

@@ -135,6 +135,9 @@ class MeshJoin(JoinStrategy):
         ).localCheckpoint(eager=True)
         self._pending_read = self._bytes(met)
 
+    def arrived(self, batch_sizes: dict[int, int]) -> None:
+        self.batch_sizes.update(batch_sizes)
+
     # ------------------------------------------------------------------ steps
 
     def submit(self, batch, batch_index: int) -> list:

@@ -4,7 +4,9 @@
 2. ``airflow backfill create`` over the next interval, and check the warehouse equals what the
    same intervals loaded one after the other by the job itself give (the scheduled runs' work);
 3. rerun a completed interval (clear it through the REST API): every table stays the same;
-4. trigger the data-quality report DAG: suites pass, the plot and windows are written;
+4. let the always-on loader (``etl stream``) load the next interval, then trigger its DAG run:
+   it only validates and reports;
+5. trigger the data-quality report DAG: suites pass, the plot and windows are written;
 
 and finally stop every process that was started. The cron scheduler is off
 (``use_job_schedule=False``) so that only the runs made here run."""
@@ -140,7 +142,7 @@ def airflow(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("standalone")
     af = Airflow(tmp)
     af.generated = generate_stream(
-        StreamSpec(start=datetime.fromisoformat(f"{DAY}T10:00:00+00:00"), duration_s=1200, rate=2, seed=5),
+        StreamSpec(start=datetime.fromisoformat(f"{DAY}T10:00:00+00:00"), duration_s=1800, rate=2, seed=5),
         tmp / "landing",
     )
     af.env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{af.env.get('PATH', '')}"
@@ -219,6 +221,27 @@ def test_rerunning_a_completed_run_changes_nothing(airflow, spark):
     )
     assert rerun["state"] == "success"
     assert deterministic_tables(spark, airflow.etl_config()) == before
+
+
+def test_an_interval_the_stream_loaded_is_only_validated_and_reported(airflow, spark):
+    from etl.stream import Stream
+    from tests.helpers import FakeClock
+
+    cfg = airflow.etl_config().replace(schedule=airflow.env["ETL_SCHEDULE"])
+    clock = FakeClock(datetime.fromisoformat(f"{DAY}T10:20:00+00:00"))
+    loaded = Stream(spark, cfg, clock=clock, sleep=clock.sleep).run(until=datetime.fromisoformat(f"{DAY}T10:30:00+00:00"))
+    assert [s["run_key"] for s in loaded] == ["20261120T1020-20261120T1030"]
+
+    run = airflow.trigger("etl_load", f"{DAY}T10:20:00Z", f"{DAY}T10:30:00Z")
+    airflow.wait_until_finished("etl_load", 3)
+    tasks = airflow.api(f"/dags/etl_load/dagRuns/{run['dag_run_id']}/taskInstances")["task_instances"]
+    assert {t["task_id"]: t["state"] for t in tasks} == {
+        "route": "success", "loaded_by_stream": "success", "ingest": "skipped", "join_and_load": "skipped",
+        "validate": "success", "report": "success"}
+    xcom = airflow.api(f"/dags/etl_load/dagRuns/{run['dag_run_id']}/taskInstances/report/xcomEntries/return_value")
+    summary = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
+    assert summary["updates_in"] == summary["outcomes_total"] == loaded[0]["updates_in"] + loaded[0]["rejected"] > 0
+    assert summary["validation"] == "passed"
 
 
 def test_the_quality_report_dag_writes_suites_plots_and_windows(airflow):

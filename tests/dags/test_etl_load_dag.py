@@ -7,6 +7,8 @@ pytestmark = pytest.mark.airflow
 
 GRAPHS = {
     "etl_load": {
+        "route": {"ingest", "loaded_by_stream"},
+        "loaded_by_stream": {"validate"},
         "ingest": {"join_and_load"},
         "join_and_load": {"validate"},
         "validate": {"report"},

@@ -57,6 +57,16 @@ def test_every_service_is_there_and_runs_this_projects_image(compose):
         assert services[w]["entrypoint"][-1] == "org.apache.spark.deploy.worker.Worker"
 
 
+def test_the_always_on_loader_is_an_opt_in_service_stopped_gently(compose):
+    stream, scheduler = compose["services"]["etl-stream"], compose["services"]["airflow-scheduler"]
+    assert stream["command"] == ["etl", "stream"] and stream["profiles"] == ["stream"]
+    assert stream["image"] == scheduler["image"] and stream["volumes"] == scheduler["volumes"]
+    # The same warehouse, landing zone, runs and Spark master as the DAGs' jobs.
+    assert {k: v for k, v in stream["environment"].items() if k.startswith("ETL_")} == \
+        {k: v for k, v in scheduler["environment"].items() if k.startswith("ETL_")}
+    assert stream["stop_signal"] == "SIGTERM" and stream["stop_grace_period"] == "10m"
+
+
 def test_versions_match_the_pins(compose, pins):
     args = dockerfile_args()
     assert args["AIRFLOW_VERSION"] == pins["apache-airflow"]

@@ -72,6 +72,23 @@ def test_rerunning_ingest_replaces_instead_of_appending(spark, cfg):
     assert read(spark, cfg, "rejected_updates").count() == 1
 
 
+def test_a_line_stamped_outside_its_file_s_minute_stays_in_that_minute_s_windows(spark, cfg):
+    """Its arrival time picks the window, kept inside the file's minute: a later file can never add
+    to a window already loaded, so the always-on loader's pieces are the run's rows."""
+    cfg = cfg.replace(micro_batch_seconds=20)
+    t = lambda s: (T0 + timedelta(seconds=s)).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    land(cfg, [good("a", arrival_ts=t(25)), good("b", arrival_ts=t(-30)), good("c", arrival_ts=t(95))], minute=T0)
+    land(cfg, [good("d", arrival_ts=t(10)), good("e", arrival_ts=t(70)), good("f", arrival_ts=t(200))],
+         minute=T0 + timedelta(minutes=1))
+    jobs.ingest(spark, cfg, INTERVAL)
+    got = {r.natural_key: r.batch_index for r in read(spark, cfg, "ingested_updates").collect()}
+    assert got == {"a": 1, "b": 0, "c": 2, "d": 3, "e": 3, "f": 5}
+    whole = sorted(read(spark, cfg, "ingested_updates").collect())
+    for start, end in ((T0, T0 + timedelta(minutes=1)), (T0 + timedelta(minutes=1), INTERVAL.end)):
+        jobs.ingest_minutes(spark, cfg, INTERVAL, start, end)  # the stream's pieces write the same rows
+    assert sorted(read(spark, cfg, "ingested_updates").collect()) == whole
+
+
 def test_rejection_ceiling_fails_the_run_after_quarantining(spark, cfg):
     land(cfg, [good("1"), "garbage", "more garbage"])
     with pytest.raises(jobs.RejectionCeilingExceeded, match="max_rejected_fraction"):

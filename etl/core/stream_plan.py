@@ -1,0 +1,112 @@
+"""What the always-on loader may read and load, and when (pure Python: tested without Spark).
+
+The stream loads the same runs a scheduled DAG would (the schedule's data intervals), but a run's
+arrival windows as soon as their landing minutes have closed instead of after the whole interval.
+Landing files are per arrival minute, so a window is complete when every minute it overlaps has
+ended (plus ``stream_grace_seconds`` for the landing agent's last write). A line's window is kept
+inside its file's minute (``minute_windows``), so a later file can never add to a window already
+loaded: that is what makes a run loaded by the stream equal, row for row, the same run loaded at
+once.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from croniter import croniter
+
+from etl.core.interval import Interval
+
+MINUTE = 60
+
+
+def schedule_interval(schedule: str, at: datetime) -> Interval:
+    """The schedule's data interval holding ``at``: the one Airflow's ``CronDataIntervalTimetable``
+    gives the DAG run that loads ``at`` (cron expressions and presets such as ``@hourly``)."""
+    at = at.astimezone(timezone.utc)
+    it = croniter(schedule, at + timedelta(microseconds=1))
+    start = it.get_prev(datetime)
+    end = it.get_next(datetime)
+    return Interval(start.astimezone(timezone.utc), end.astimezone(timezone.utc))
+
+
+def n_windows(interval: Interval, micro_batch_seconds: int) -> int:
+    """Arrival windows of the run (the last may be shorter)."""
+    span = int((interval.end - interval.start).total_seconds())
+    return max(1, -(-span // micro_batch_seconds))
+
+
+def window_of(interval: Interval, micro_batch_seconds: int, seconds: float) -> int:
+    """The window of an arrival ``seconds`` after the run's start, clamped into the run."""
+    w = int(seconds // micro_batch_seconds)
+    return min(max(w, 0), n_windows(interval, micro_batch_seconds) - 1)
+
+
+def minute_windows(interval: Interval, micro_batch_seconds: int, minute: datetime) -> tuple[int, int]:
+    """The first and last window a line of ``minute``'s landing file may take: its arrival time
+    decides, kept inside the file's minute (a file is the arrivals of its minute)."""
+    offset = (minute - interval.start).total_seconds()
+    return (window_of(interval, micro_batch_seconds, offset),
+            window_of(interval, micro_batch_seconds, offset + MINUTE - 1e-6))
+
+
+def windows_before(interval: Interval, micro_batch_seconds: int, t: datetime) -> int:
+    """How many of the run's windows end at or before ``t`` (``t`` a minute boundary)."""
+    if t >= interval.end:
+        return n_windows(interval, micro_batch_seconds)
+    return int((t - interval.start).total_seconds()) // micro_batch_seconds
+
+
+def is_window_boundary(interval: Interval, micro_batch_seconds: int, t: datetime) -> bool:
+    """Whether no window of the run straddles ``t``, so minutes before it can be ingested alone."""
+    if t in (interval.start, interval.end):
+        return True
+    return int((t - interval.start).total_seconds()) % micro_batch_seconds == 0
+
+
+def ready_through(interval: Interval, micro_batch_seconds: int, ingested_through: datetime, now: datetime,
+                  grace_seconds: float) -> datetime | None:
+    """The latest minute ``t`` in ``(ingested_through, interval.end]`` that has closed (``t`` plus the
+    grace is past) and is a window boundary: minutes ``[ingested_through, t)`` can be ingested and
+    their windows loaded now. ``None`` when nothing new is ready."""
+    best = None
+    t = ingested_through + timedelta(minutes=1)
+    while t <= interval.end and t + timedelta(seconds=grace_seconds) <= now:
+        if is_window_boundary(interval, micro_batch_seconds, t):
+            best = t
+        t += timedelta(minutes=1)
+    return best
+
+
+def next_wake(interval: Interval, micro_batch_seconds: int, ingested_through: datetime, grace_seconds: float) -> datetime:
+    """When the next chunk of the run will be ready."""
+    t = ingested_through + timedelta(minutes=1)
+    while t < interval.end and not is_window_boundary(interval, micro_batch_seconds, t):
+        t += timedelta(minutes=1)
+    return t + timedelta(seconds=grace_seconds)
+
+
+def settled_groups(groups: list[list[int]], closed_windows: int, total_windows: int, lookahead: int) -> list[list[int]]:
+    """The load batches a plan over the first ``closed_windows`` windows has fixed for good: a batch
+    starting at window ``w`` is decided from windows up to ``w + lookahead - 1`` (block granularity
+    sizes a batch by the backlog of the next ``block_factor`` windows), so it is final once those
+    have closed, and every batch is final when the run's last window has."""
+    if closed_windows >= total_windows:
+        return groups
+    return [g for g in groups if g[0] + lookahead <= closed_windows and g[-1] < closed_windows]
+
+
+def dag_route(interval: Interval, load_summary: dict | None, heartbeat: dict | None, live: bool,
+              waited_s: float, max_wait_s: float) -> str:
+    """What the scheduled DAG run of ``interval`` does beside an always-on loader: ``validate`` (the
+    stream loaded it: only validate and report), ``load`` (no live stream, or one already past this
+    interval, as for a backfill: load it as without a stream; a finished run is not loaded twice),
+    ``wait`` (a live stream will load it) or ``late`` (it has not, within ``max_wait_s``)."""
+    if load_summary is not None and load_summary.get("loaded_by") == "stream":
+        return "validate"
+    if not live:
+        return "load"
+    open_run = (heartbeat or {}).get("run_key")
+    if open_run and Interval.from_run_key(open_run).start >= interval.end:
+        return "load"
+    return "wait" if waited_s < max_wait_s else "late"

@@ -1,0 +1,209 @@
+"""The always-on loader (``etl stream``): one Spark session and one loader for as long as it runs.
+
+It loads the runs a scheduled DAG would (the schedule's data intervals, ``stream_plan``), each
+piece of a run as soon as its landing minutes have closed: ingest those minutes, then load the
+batches their arrival windows settle, keeping the join strategy's state (resident segments, wait
+buffer, MESHJOIN queue) from one piece to the next. At the run's end it flushes and writes the
+run's summaries, as ``etl ingest`` and ``etl load`` would have, so the DAG run of that interval only
+validates and reports it. The same landed input gives the same tables whichever loaded it.
+
+Between pieces it holds no lock (maintenance and backfills can run); it records how far it has
+ingested the open run in ``<meta_root>/stream/<run_key>.json``, so a restart resumes there, and
+its liveness in ``<meta_root>/stream/heartbeat.json`` (the DAG waits for a live stream instead of
+loading the interval itself). ``stop()`` (SIGTERM) ends it after the piece being loaded.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import asdict
+from datetime import datetime, timezone
+from pathlib import Path
+
+from etl import jobs
+from etl.core.config import EtlConfig
+from etl.core.interval import Interval
+from etl.core.stream_plan import next_wake, ready_through, schedule_interval, windows_before
+from etl.io.landing import Skipped
+from etl.io.lock import WarehouseLocked
+from etl.io.runs import check_no_overlap, known_runs, run_finished
+from etl.io.stream_status import HEARTBEAT, stream_dir, write_json
+from etl.io.tables import ensure_tables
+from etl.load.loader import Loader
+from etl.load.results import BatchResult, LoadResult
+
+log = logging.getLogger(__name__)
+
+class RunStartedElsewhere(RuntimeError):
+    """The stream's next run was started by another loader (a DAG run, ``etl ingest`` or ``etl load``)."""
+
+
+class Stream:
+    """Runs until ``stop()`` or ``until``; ``clock`` and ``sleep`` are injectable for tests."""
+
+    def __init__(self, spark, cfg: EtlConfig, strategy: str | None = None, clock=None, sleep=None, progress=None) -> None:
+        self.spark, self.cfg = spark, cfg
+        self.loader = Loader(spark, cfg, strategy)
+        self._stop = threading.Event()
+        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self.sleep = sleep or self._stop.wait
+        self.progress = progress or (lambda message: log.info(message))
+        self.finished: list[dict] = []  # load summaries of the runs finished by this process
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # ------------------------------------------------------------------ the loop
+
+    def run(self, start: datetime | None = None, until: datetime | None = None) -> list[dict]:
+        """Load run after run from ``start`` (default: the open run, else the one after the last
+        run loaded, else the one now) until ``stop()``, or until the runs before ``until`` are done."""
+        ensure_tables(self.spark, self.cfg)
+        interval = self._first_run(start)
+        try:
+            while not self.stopping and (until is None or interval.start < until):
+                if self._load_run(interval):
+                    interval = schedule_interval(self.cfg.schedule, interval.end)
+        finally:
+            self._heartbeat(None, stopped=True)
+        return self.finished
+
+    def _first_run(self, start: datetime | None) -> Interval:
+        opened = sorted(p for p in stream_dir(self.cfg).glob("*.json") if p.name != HEARTBEAT)
+        if opened:
+            return Interval.from_run_key(opened[0].stem)
+        if start is not None:
+            return schedule_interval(self.cfg.schedule, start)
+        ends = []
+        for key in known_runs(self.spark, self.cfg):
+            try:
+                ends.append(Interval.from_run_key(key).end)
+            except ValueError:
+                continue  # not an interval: overlaps nothing
+        if ends:
+            return schedule_interval(self.cfg.schedule, max(ends))
+        return schedule_interval(self.cfg.schedule, self.clock())
+
+    def _state_path(self, interval: Interval) -> Path:
+        return stream_dir(self.cfg) / f"{interval.run_key}.json"
+
+    def _open(self, interval: Interval) -> dict | None:
+        """The run's stream state; a new run is claimed (``None``: it is finished already)."""
+        path = self._state_path(interval)
+        if path.exists():
+            return json.loads(path.read_text())
+        known = known_runs(self.spark, self.cfg)
+        if interval.run_key in known:
+            if self._finished(interval):
+                self.progress(f"run {interval.run_key} is loaded already: next")
+                return None
+            raise RunStartedElsewhere(
+                f"run {interval.run_key} was started by another loader (a DAG run, etl ingest or etl load); "
+                f"finish it (etl run --start {interval.start:%Y-%m-%dT%H:%M} --end {interval.end:%Y-%m-%dT%H:%M}) "
+                f"and start the stream again")
+        check_no_overlap(self.spark, self.cfg, interval, known)
+        state = {"run_key": interval.run_key, "ingested_through": interval.start.isoformat(), "skipped": [],
+                 "batches": [], "skipped_batches": 0, "recovered_batches": 0}
+        write_json(path, state)
+        return state
+
+    def _save(self, interval: Interval, state: dict, result: LoadResult) -> None:
+        state.update(batches=[asdict(b) for b in result.batches], skipped_batches=result.skipped_batches,
+                     recovered_batches=result.recovered_batches)
+        write_json(self._state_path(interval), state)
+
+    def _finished(self, interval: Interval) -> bool:
+        """Loaded by anyone: its load summary is written (at a load's end) or its flush committed."""
+        return jobs.read_summary(self.cfg, interval, "load") is not None or run_finished(self.spark, self.cfg, interval.run_key)
+
+    def _load_run(self, interval: Interval) -> bool:
+        """Load the run piece by piece; ``True`` once it is finished, ``False`` when stopped first."""
+        state = self._open(interval)
+        if state is None:
+            return True
+        mbs = self.cfg.micro_batch_seconds
+        through = datetime.fromisoformat(state["ingested_through"])
+        # What the run's load did so far, kept with its state: a restart's summary counts it all.
+        result = LoadResult(interval.run_key, self.loader.spec.name, [BatchResult(**b) for b in state["batches"]],
+                            state["skipped_batches"], state["recovered_batches"])
+        while True:
+            if self.stopping:
+                return False
+            if through < interval.end:
+                now = self.clock()
+                ready = ready_through(interval, mbs, through, now, self.cfg.stream_grace_seconds)
+                if ready is None:
+                    self._heartbeat(state)
+                    wake = next_wake(interval, mbs, through, self.cfg.stream_grace_seconds)
+                    self.sleep(min(max((wake - now).total_seconds(), 0.0), self.cfg.stream_heartbeat_seconds))
+                    continue
+                piece = jobs.ingest_minutes(self.spark, self.cfg, interval, through, ready)
+                state["skipped"] += piece["skipped"]
+                state["ingested_through"] = ready.isoformat()
+                self._save(interval, state, result)
+                self.progress(f"run {interval.run_key}: minutes {through:%H:%M}-{ready:%H:%M} ingested "
+                              f"({piece['valid']} valid, {piece['rejected']} rejected)")
+                through = ready
+            step = self._load_ready(interval, windows_before(interval, mbs, through))
+            if step is None:
+                return False
+            result.batches += step.batches
+            result.skipped_batches += step.skipped_batches
+            result.recovered_batches += step.recovered_batches
+            self._save(interval, state, result)
+            self._heartbeat(state)
+            if through >= interval.end:  # the last piece: the run is flushed and ended
+                break
+        self._finish(interval, state, result)
+        return True
+
+    def _load_ready(self, interval: Interval, closed: int) -> LoadResult | None:
+        """The loader's step, waiting while another load or maintenance holds the lock."""
+        while True:
+            try:
+                started = time.monotonic()
+                step = self.loader.load_ready(interval, closed)
+            except WarehouseLocked as exc:
+                if self.stopping:
+                    return None
+                self.progress(f"waiting for the load lock: {exc}")
+                self.sleep(min(5.0, self.cfg.stream_heartbeat_seconds))
+                continue
+            if step.batches:
+                self.progress(f"run {interval.run_key}: {len(step.batches)} batches committed "
+                              f"({sum(b.updates_in for b in step.batches)} updates) in {time.monotonic() - started:.1f} s")
+            return step
+
+    def _finish(self, interval: Interval, state: dict, result: LoadResult) -> None:
+        """The run's summaries, as ``etl ingest`` and ``etl load`` write them, then forget its state."""
+        skipped = [Skipped(s["name"], s["reason"]) for s in state["skipped"]]
+        ingest_summary = jobs.run_ingest_summary(self.spark, self.cfg, interval, skipped)
+        jobs.write_summary(self.cfg, interval, "ingest", ingest_summary)
+        summary = result.summary()
+        summary["rejected"] = ingest_summary["rejected"]
+        summary["loaded_by"] = "stream"
+        jobs.write_summary(self.cfg, interval, "load", summary)
+        self._state_path(interval).unlink(missing_ok=True)
+        self.finished.append(summary)
+        self.progress(f"run {interval.run_key} finished: {summary['outcomes']}, {summary['keys_allocated']} keys allocated")
+        try:
+            jobs.check_rejections(self.cfg, interval, ingest_summary)
+        except jobs.RejectionCeilingExceeded as exc:
+            log.error("%s (loaded by the stream: the DAG run of this interval reports it)", exc)
+
+    def _heartbeat(self, state: dict | None, stopped: bool = False) -> None:
+        write_json(stream_dir(self.cfg) / HEARTBEAT, {
+            "pid": os.getpid(), "host": socket.gethostname(), "at_epoch": time.time(),
+            "run_key": state["run_key"] if state else None,
+            "ingested_through": state["ingested_through"] if state else None,
+            "stopped": stopped,
+        })

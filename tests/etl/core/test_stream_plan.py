@@ -1,0 +1,126 @@
+"""The always-on loader's plan, pure: which minutes are ready, which windows they close, which
+load batches are final. The property that matters is that a plan made piece by piece is the plan
+made at once (the stream and a scheduled run load the same batches)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from etl.core.config import EtlConfig
+from etl.core.interval import Interval
+from etl.core.policy import load_batches, plan_lookahead
+from etl.core.stream_plan import (
+    dag_route,
+    minute_windows,
+    n_windows,
+    next_wake,
+    ready_through,
+    schedule_interval,
+    settled_groups,
+    windows_before,
+)
+
+T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
+RUN = Interval(T0, T0 + timedelta(minutes=5))
+
+
+def at(minutes: float) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+@pytest.mark.parametrize("schedule, now, expected", [
+    ("*/5 * * * *", at(7.5), Interval(at(5), at(10))),
+    ("*/5 * * * *", at(5), Interval(at(5), at(10))),  # a boundary belongs to the interval it starts
+    ("@hourly", at(59.9), Interval(at(0), at(60))),
+    ("0 * * * *", at(60), Interval(at(60), at(120))),
+])
+def test_the_stream_s_runs_are_the_schedule_s_data_intervals(schedule, now, expected):
+    assert schedule_interval(schedule, now) == expected
+
+
+def test_a_minute_is_ready_after_its_grace_and_only_at_a_window_boundary():
+    assert ready_through(RUN, 20, at(0), at(1), 5) is None  # minute 0 closed, its last write may be on the way
+    assert ready_through(RUN, 20, at(0), at(1) + timedelta(seconds=5), 5) == at(1)
+    assert ready_through(RUN, 20, at(0), at(3.2), 5) == at(3)  # three minutes at once after a pause
+    assert ready_through(RUN, 20, at(0), at(99), 5) == RUN.end
+    # 90-second windows: minute boundaries 1 and 2 split a window; the first boundary both share is 3
+    assert ready_through(RUN, 90, at(0), at(2.5), 0) is None
+    assert ready_through(RUN, 90, at(0), at(3), 0) == at(3)
+    assert ready_through(RUN, 90, at(3), at(4.9), 0) is None
+    assert ready_through(RUN, 90, at(3), at(5), 0) == RUN.end  # the run's end is a boundary, the window short
+    assert next_wake(RUN, 90, at(0), 5) == at(3) + timedelta(seconds=5)
+
+
+def test_windows_of_a_minute_and_windows_closed():
+    assert n_windows(RUN, 20) == 15 and n_windows(RUN, 90) == 4
+    assert minute_windows(RUN, 20, at(2)) == (6, 8)
+    assert minute_windows(RUN, 90, at(1)) == (0, 1)
+    assert minute_windows(RUN, 90, at(4)) == (2, 3)
+    assert windows_before(RUN, 20, at(2)) == 6
+    assert windows_before(RUN, 90, at(3)) == 2
+    assert windows_before(RUN, 90, RUN.end) == 4
+
+
+@given(
+    counts=st.dictionaries(st.integers(0, 29), st.integers(1, 400), min_size=1),
+    strategy=st.sampled_from(["native", "partitioned-range"]),
+    block_factor=st.integers(1, 5),
+    pieces=st.lists(st.integers(1, 30), min_size=1, max_size=8),
+)
+def test_a_plan_made_piece_by_piece_is_the_plan_made_at_once(counts, strategy, block_factor, pieces):
+    """Whatever the pieces the windows arrive in, the batches settled along the way are exactly a
+    prefix of the whole run's plan, and at the end they are the whole plan."""
+    cfg = EtlConfig(micro_batch_seconds=10, h_mark=300, l_mark=50, block_factor=block_factor)
+    total = 30
+    whole = load_batches(strategy, counts, cfg)
+    loaded: list[list[int]] = []
+    closed = 0
+    for step in pieces + [total]:
+        closed = min(total, closed + step)
+        known = {w: n for w, n in counts.items() if w < closed}
+        settled = settled_groups(load_batches(strategy, known, cfg), closed, total, plan_lookahead(strategy, cfg))
+        assert settled[: len(loaded)] == loaded  # nothing loaded is ever planned otherwise
+        loaded = settled
+        assert whole[: len(loaded)] == loaded
+    assert loaded == whole
+
+
+@pytest.mark.parametrize("summary, heartbeat, live, waited, expected", [
+    ({"loaded_by": "stream"}, None, False, 0, "validate"),
+    ({"loaded_by": "stream"}, {"run_key": "20261122T0105-20261122T0110"}, True, 0, "validate"),
+    (None, None, False, 0, "load"),  # no stream: the DAG loads, as always
+    ({"strategy": "native"}, None, False, 0, "load"),  # loaded by a DAG run: rerun (idempotent)
+    (None, {"run_key": "20261122T0100-20261122T0105"}, True, 10, "wait"),  # the stream is on it
+    (None, {"run_key": "20261122T0050-20261122T0055"}, True, 10, "wait"),  # catching up
+    (None, {"run_key": None}, True, 10, "wait"),
+    (None, {"run_key": "20261122T0105-20261122T0110"}, True, 10, "load"),  # a backfill: the stream is past it
+    (None, {"run_key": "20261122T0100-20261122T0105"}, True, 400, "late"),
+])
+def test_the_dag_run_beside_a_stream_validates_waits_or_loads(summary, heartbeat, live, waited, expected):
+    interval = Interval(T0, at(5))
+    assert dag_route(interval, summary, heartbeat, live, waited, max_wait_s=300) == expected
+
+
+def test_the_route_task_reads_the_stream_s_files(tmp_path, monkeypatch):
+    """The DAG's ``route`` task with no Spark: the stream's heartbeat and the run's load summary."""
+    import json
+    import time
+
+    from etl.entrypoints.airflow_support import STREAM_LOADED, stream_route
+    from etl.io.stream_status import HEARTBEAT, stream_dir, write_json
+
+    monkeypatch.setenv("ETL_WAREHOUSE_ROOT", str(tmp_path / "wh"))
+    monkeypatch.setenv("ETL_RUNS_ROOT", str(tmp_path / "runs"))
+    monkeypatch.setenv("ETL_STREAM_STALE_SECONDS", "20")
+    cfg = EtlConfig(warehouse_root=str(tmp_path / "wh"), runs_root=str(tmp_path / "runs"))
+    assert stream_route(T0, at(5)) == "ingest"  # no stream
+    write_json(stream_dir(cfg) / HEARTBEAT, {"at_epoch": time.time(), "run_key": "20261122T0105-20261122T0110", "stopped": False})
+    assert stream_route(T0, at(5)) == "ingest"  # a live stream past the interval
+    summary = tmp_path / "runs" / "20261122T0100-20261122T0105" / "load.json"
+    summary.parent.mkdir(parents=True)
+    summary.write_text(json.dumps({"loaded_by": "stream"}))
+    assert stream_route(T0, at(5)) == STREAM_LOADED

@@ -49,8 +49,9 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     kind, strategy = mode.split(":")
     cfg = base.replace(warehouse_root=str(work / mode.replace(":", "-") / "warehouse"),
                        runs_root=str(work / mode.replace(":", "-") / "runs"), join_strategy=strategy)
-    start = datetime.now(timezone.utc).replace(second=0, microsecond=0) + timedelta(minutes=2)
-    start += timedelta(minutes=-start.minute % args.run_minutes)  # a boundary of the schedule
+    # The first boundary of the schedule at least 45 s away (the seeding's time).
+    start = (datetime.now(timezone.utc) + timedelta(seconds=45 + 59)).replace(second=0, microsecond=0)
+    start += timedelta(minutes=-start.minute % args.run_minutes)
     seed_direct(spark, cfg, args.keys, Interval(start - timedelta(minutes=args.run_minutes), start))
     landing = work / f"landing-{mode.replace(':', '-')}"
     generate_stream(StreamSpec(start=start, duration_s=60 * args.minutes, rate=args.rate, seed=5, key_domain=args.keys),

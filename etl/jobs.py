@@ -19,6 +19,7 @@ from etl.core.faults import crash_point
 from etl.core.interval import Interval
 from etl.core.stream_plan import is_window_boundary, windows_before
 from etl.ingest import check_landed_files, to_ingested, to_landed_files, to_rejected
+from etl.io.files import write_json
 from etl.io.landing import landing_file, move_tail, scan_landing
 from etl.io.lock import LoadLock
 from etl.io.runs import (
@@ -56,11 +57,7 @@ def run_dir(cfg: EtlConfig, interval: Interval) -> Path:
 
 
 def write_summary(cfg: EtlConfig, interval: Interval, stage: str, summary: dict) -> Path:
-    path = run_dir(cfg, interval) / f"{stage}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(summary, indent=2, sort_keys=True, default=str))
-    tmp.replace(path)
-    return path
+    return write_json(run_dir(cfg, interval) / f"{stage}.json", summary)
 
 
 def read_summary(cfg: EtlConfig, interval: Interval, stage: str) -> dict | None:

@@ -29,15 +29,17 @@ from etl import jobs
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.core.stream_plan import next_wake, ready_through, schedule_interval, windows_before
+from etl.io.files import write_json
 from etl.io.landing import Skipped
 from etl.io.lock import WarehouseLocked
 from etl.io.runs import check_no_overlap, known_runs, run_finished
-from etl.io.stream_status import HEARTBEAT, stream_dir, write_json
+from etl.io.stream_status import HEARTBEAT, stream_dir
 from etl.io.tables import ensure_tables
 from etl.load.loader import Loader
 from etl.load.results import BatchResult, LoadResult
 
 log = logging.getLogger(__name__)
+
 
 class RunStartedElsewhere(RuntimeError):
     """The stream's next run was started by another loader (a DAG run, ``etl ingest`` or ``etl load``)."""

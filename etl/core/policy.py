@@ -350,7 +350,7 @@ def plan_batches(window_counts: Mapping[int, int], granularity: Granularity) -> 
 def load_batches(strategy: str, counts: Mapping[int, int], cfg) -> list[list[int]]:
     """The arrival windows (``batch_index`` -> updates) each load batch of a run spans, in order:
     one window each, except for strategies the registry declares block-granular."""
-    if not registry.spec(strategy).block_batches or cfg.block_factor == 1:
+    if plan_lookahead(strategy, cfg) == 1:
         return [[w] for w in sorted(counts)]
     return plan_batches(counts, Granularity(cfg.micro_batch_seconds, cfg.l_mark, cfg.h_mark, cfg.block_factor))
 

@@ -42,7 +42,8 @@ def stream_route(data_interval_start, data_interval_end, poll_seconds: float = 1
     started = time.monotonic()
     while True:
         summary = json.loads(summary_path.read_text()) if summary_path.exists() else None
-        route = dag_route(interval, summary, read_heartbeat(cfg), stream_is_live(cfg), time.monotonic() - started, max_wait_s)
+        beat = read_heartbeat(cfg)
+        route = dag_route(interval, summary, beat, stream_is_live(cfg, beat), time.monotonic() - started, max_wait_s)
         if route == "validate":
             print(f"run {interval.run_key} was loaded by the always-on loader (etl stream): validating and reporting it")
             return STREAM_LOADED
@@ -51,7 +52,7 @@ def stream_route(data_interval_start, data_interval_end, poll_seconds: float = 1
         if route == "late":
             raise RuntimeError(
                 f"the always-on loader is live but has not loaded run {interval.run_key} within {max_wait_s:.0f} s; "
-                f"see its log (heartbeat: {read_heartbeat(cfg)}); this task retries")
+                f"see its log (heartbeat: {beat}); this task retries")
         time.sleep(poll_seconds)
 
 

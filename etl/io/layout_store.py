@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
 from etl.core.layout import HashLayout, SlotArray, layout_from_json
+from etl.io.files import write_atomic
 from etl.io.tables import read
 from etl.transforms.layout import segment_column
 
@@ -21,12 +22,7 @@ PENDING = ".next"  # suffix of a layout staged by maintenance
 
 
 def write_layout(cfg: EtlConfig, layout, suffix: str = "") -> Path:
-    path = cfg.meta_path / (LAYOUT_FILE + suffix)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(layout.to_json())
-    tmp.replace(path)
-    return path
+    return write_atomic(cfg.meta_path / (LAYOUT_FILE + suffix), layout.to_json())
 
 
 def load_layout(cfg: EtlConfig, kind: str = "range"):

@@ -11,10 +11,12 @@ order; that is all the loader needs for exactness.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from etl.core.faults import crash_point
+from etl.io.files import write_json
 from etl.io.tables import read
 
 KM_COLUMNS = ("km_surrogate_key", "km_row_hash", "km_last_source_seq")
@@ -68,18 +70,11 @@ class JoinStrategy(ABC):
     def run_snapshot(self, compute) -> dict:
         """State fixed at a run's start (so a restart sees the same): read back, or ``compute()``d
         and written once. ``end`` removes it (maintenance treats a snapshot as an unfinished run)."""
-        import json
-
         path = self._snapshot_path()
         if path.exists():
             return json.loads(path.read_text())
-        import os
-
         data = compute()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(data))
-        os.replace(tmp, path)  # atomic: a crash leaves the old state or the whole snapshot
+        write_json(path, data, indent=None)  # atomic: a crash leaves no snapshot or the whole one
         crash_point("strategy.snapshot_written")
         return data
 

@@ -111,7 +111,8 @@ def test_the_route_task_reads_the_stream_s_files(tmp_path, monkeypatch):
     import time
 
     from etl.entrypoints.airflow_support import STREAM_LOADED, stream_route
-    from etl.io.stream_status import HEARTBEAT, stream_dir, write_json
+    from etl.io.files import write_json
+    from etl.io.stream_status import HEARTBEAT, stream_dir
 
     monkeypatch.setenv("ETL_WAREHOUSE_ROOT", str(tmp_path / "wh"))
     monkeypatch.setenv("ETL_RUNS_ROOT", str(tmp_path / "runs"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -128,7 +129,8 @@ def check(spark, cfg: EtlConfig, strategy: str, want: dict, when: str) -> None:
     TALLY.append({"strategy": strategy, "point": when, "killed": False, "rows": sum(map(len, want.values())),
                   "rows_differing": sum(differing.values())})
     for name in DETERMINISTIC_TABLES:
-        assert got[name] == want[name], f"{name} differs {when}"
+        assert got[name] == want[name], (
+            f"{name} differs {when}: {differing[name]} rows; kills so far: {[t for t in TALLY if t['killed']][-8:]}")
     if strategy.startswith("partitioned"):
         assert spark.read.format("delta").load(cfg.table_path("wait_buffer")).count() == 0, when
     assert not list((cfg.meta_path / "runs").glob("*.json")) and not (cfg.meta_path / "load.lock").exists(), when
@@ -187,17 +189,20 @@ def test_killed_at_random_moments_and_restarted_equals_the_uninterrupted_run(
     """Not only at named commit points: `etl run` (ingest, load, validate) is SIGKILLed with its
     JVM at seeded random moments, ``ETL_RANDOM_KILLS`` times, each restart resuming what the
     previous kill left; then it runs to the end and must equal an uninterrupted run."""
-    import random
-    import time
-
     rng = random.Random(f"random-kill-{strategy}")
-    cfg = config(tmp_path, crash_landing)
-    settings = {k: getattr(cfg, k) for k in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", *SETTINGS)}
-    cmd = [sys.executable, "-m", "etl.entrypoints.cli", "run", "--join-strategy", strategy, "--start", RUN.start.isoformat(),
-           "--end", RUN.end.isoformat(), "--settings-json", json.dumps(settings)]
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
     log = tmp_path / "run.log"
     kills = finished = 0
+
+    def attempt(n: int):
+        """A fresh warehouse per start from empty: a path this test's Spark session never read
+        (a table deleted and created again under a cached path is a Delta log cache hazard)."""
+        cfg = config(tmp_path / f"attempt-{n}", crash_landing)
+        settings = {k: getattr(cfg, k) for k in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", *SETTINGS)}
+        return cfg, [sys.executable, "-m", "etl.entrypoints.cli", "run", "--join-strategy", strategy, "--start",
+                     RUN.start.isoformat(), "--end", RUN.end.isoformat(), "--settings-json", json.dumps(settings)]
+
+    cfg, cmd = attempt(0)
     while kills < RANDOM_KILLS:
         delay = rng.uniform(3.0, 60.0)
         with open(log, "w") as out:
@@ -215,9 +220,7 @@ def test_killed_at_random_moments_and_restarted_equals_the_uninterrupted_run(
         assert code == 0, log.read_text()[-3000:]
         finished += 1  # it finished before the kill: start over from an empty warehouse
         check(spark, cfg, strategy, uninterrupted(strategy), f"after random kills (run finished in < {delay:.1f} s)")
-        for part in ("warehouse", "runs", "gx"):
-            shutil.rmtree(tmp_path / part, ignore_errors=True)
-        time.sleep(0.1)
+        cfg, cmd = attempt(finished)
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     check(spark, cfg, strategy, uninterrupted(strategy), f"after {kills} random kills")

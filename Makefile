@@ -14,12 +14,8 @@ setup: $(VENV)/.installed
 demo: setup
 	@scripts/demo.sh
 
-# Two pytest-xdist workers (a Spark session each; a module, or modules sharing a costly session
-# fixture, stay on one worker: tests/conftest.py). XDIST= runs in one process.
-XDIST ?= -n 2 --dist loadgroup
-
-test: setup  ## the three tiers below, on two workers; what CI runs
-	$(PY) -m pytest -m "not slow" $(XDIST) $(PYTEST_ARGS)
+test: setup  ## the three tiers below in one session (one Spark session shared); what CI runs
+	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 test-pure: setup  ## tier 1, no JVM: policies, records, config, registry, simulator, DAG wiring (about a minute)
 	$(PY) -m pytest -m "not spark and not e2e and not slow" $(PYTEST_ARGS)

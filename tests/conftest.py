@@ -60,25 +60,11 @@ def empty_warehouse(spark, tmp_path_factory) -> Path:
     return root
 
 
-# Under pytest-xdist (``make test`` runs two workers, ``--dist loadgroup``), a module's tests stay on
-# one worker (its module fixtures, e.g. Airflow standalone, start once), and so do the modules that
-# share an expensive session fixture: the seeded strategy warehouses, the crash harness's runs.
-SHARED_SESSION_FIXTURES = {
-    "tests/etl/strategies/test_contract.py": "seeded-warehouses",
-    "tests/etl/strategies/test_meshjoin.py": "seeded-warehouses",
-    "tests/etl/test_crash.py": "crash-runs",
-    "tests/etl/test_concurrency.py": "crash-runs",
-}
-
-
 def pytest_collection_modifyitems(items):
-    """Tests that take the ``spark`` fixture are marked ``spark`` (``make test-fast`` skips them);
-    every test gets its xdist group."""
+    """Tests that take the ``spark`` fixture are marked ``spark`` (``make test-fast`` skips them)."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
-        module = item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(SHARED_SESSION_FIXTURES.get(module, module)))
 
 
 def pytest_configure(config):

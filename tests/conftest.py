@@ -27,6 +27,12 @@ def spark(tmp_path_factory):
 
     base = EtlConfig(warehouse_root=str(tmp_path_factory.mktemp("spark-base")), spark_shuffle_partitions=2)
     session = build_spark_session(base, app_name="etl-tests", master="local[2]")
+    # Test data is a few hundred rows: compiling generated code and re-planning stages costs more
+    # than it saves (test_partitioned.py: 0.77x the time; docs/decisions/test-session-execution.md).
+    # The results do not depend on either; the jobs the tests start as processes keep the defaults.
+    session.conf.set("spark.sql.codegen.wholeStage", "false")
+    session.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+    session.conf.set("spark.sql.adaptive.enabled", "false")
     yield session
     session.stop()
 

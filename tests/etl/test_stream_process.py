@@ -30,8 +30,8 @@ SETTINGS = dict(schedule="* * * * *", micro_batch_seconds=60, stream_grace_secon
 def test_sigterm_stops_the_stream_cleanly_and_a_restart_finishes_the_runs(spark, cfg, tmp_path):
     cfg = cfg.replace(**SETTINGS)
     now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
-    runs = [Interval(now - timedelta(minutes=m), now - timedelta(minutes=m - 1)) for m in (3, 2, 1)]
-    generate_stream(StreamSpec(start=runs[0].start, duration_s=180, rate=4, key_domain=300, seed=3), cfg.landing_path)
+    runs = [Interval(now - timedelta(minutes=m), now - timedelta(minutes=m - 1)) for m in (2, 1)]
+    generate_stream(StreamSpec(start=runs[0].start, duration_s=120, rate=4, key_domain=300, seed=3), cfg.landing_path)
 
     settings = {k: str(getattr(cfg, k)) for k in ("warehouse_root", "landing_root", "gx_root", "runs_root", "n_part",
                                             "spark_master", "spark_shuffle_partitions", *SETTINGS)}

@@ -17,7 +17,9 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # Every job the tests start in a subprocess (crash, concurrency, CLI, cluster, Airflow) is a short
 # job on small data in a cold JVM: C1-only JIT took 0.77x the time of the default here
 # (docs/decisions/driver-jit-for-tests.md). The session fixture below is long-lived and keeps the default JIT.
-os.environ.setdefault("ETL_SPARK_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1")
+# C1 alone gets a 48 MB code cache: `etl stream` filled it once, and the JVM disabled its compiler
+# and said so on stdout, in front of the command's JSON. The usual 240 MB.
+os.environ.setdefault("ETL_SPARK_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
 
 
 

@@ -153,7 +153,7 @@ def test_the_job_on_a_standalone_cluster_equals_the_local_run(spark, cfg, tmp_pa
         submit(on_cluster, cluster.url, interval,
                {"spark.executor.memory": "768m", "spark.cores.max": "2", "spark.executor.cores": "1",
                 # short-lived executors, as the tests' drivers (tests/conftest.py)
-                "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1"},
+                "spark.executor.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"},
                tmp_path / "cluster.log")
         apps = cluster.state().get("completedapps", [])
     finally:

@@ -104,6 +104,12 @@ def crash_config(root: Path, landing: Path) -> EtlConfig:
     )
 
 
+def crash_settings_json(cfg: EtlConfig) -> str:
+    """``--settings-json`` for an `etl` process of the crash harness: ``cfg``'s roots and settings."""
+    names = ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", *CRASH_SETTINGS)
+    return json.dumps({k: getattr(cfg, k) for k in names})
+
+
 def deterministic_tables(spark, cfg) -> dict:
     """Every table whose content is a pure function of input and starting state, as sorted rows."""
     return {name: sorted(read(spark, cfg, name).collect()) for name in DETERMINISTIC_TABLES}

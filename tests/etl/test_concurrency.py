@@ -3,7 +3,6 @@ error (exit 5) and succeeds when retried; no update is lost or doubled, no key g
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,8 +12,7 @@ import pytest
 
 from etl import jobs
 from tests.helpers import CRASH_RUN as RUN
-from tests.helpers import CRASH_SETTINGS as SETTINGS
-from tests.helpers import ROOT, start_from
+from tests.helpers import ROOT, crash_settings_json, start_from
 from tests.helpers import crash_config as config
 from tests.helpers import deterministic_tables as tables
 
@@ -22,9 +20,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 
 def start_load(cfg, strategy: str, log):
-    settings = {k: getattr(cfg, k) for k in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", *SETTINGS)}
     cmd = [sys.executable, "-m", "etl.entrypoints.cli", "load", "--start", RUN.start.isoformat(), "--end", RUN.end.isoformat(),
-           "--join-strategy", strategy, "--settings-json", json.dumps(settings)]
+           "--join-strategy", strategy, "--settings-json", crash_settings_json(cfg)]
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 

@@ -27,8 +27,7 @@ from etl import jobs
 from etl.core import faults
 from etl.core.config import EtlConfig
 from tests.helpers import CRASH_RUN as RUN
-from tests.helpers import CRASH_SETTINGS as SETTINGS
-from tests.helpers import ROOT, start_from
+from tests.helpers import ROOT, crash_settings_json, start_from
 from tests.helpers import crash_config as config
 from tests.helpers import deterministic_tables as tables
 from warehouse.schemas import DETERMINISTIC_TABLES
@@ -73,9 +72,8 @@ def crash_report():
 def crash_run(cfg: EtlConfig, strategy: str, point: str, nth: int, log: Path) -> int:
     """`etl ingest` (only when the point is in ingestion) then `etl load`, each the leader of a new
     process group, dying at the n-th passage of ``point``: the exit code of the one that died."""
-    settings = {k: getattr(cfg, k) for k in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", *SETTINGS)}
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", **{faults.ENV: f"{point}:{nth}"})
-    interval = ["--start", RUN.start.isoformat(), "--end", RUN.end.isoformat(), "--settings-json", json.dumps(settings)]
+    interval = ["--start", RUN.start.isoformat(), "--end", RUN.end.isoformat(), "--settings-json", crash_settings_json(cfg)]
     code = 0
     with open(log, "w") as out:
         commands = ([["ingest"]] if point in faults.INGEST_POINTS else []) + [["load", "--join-strategy", strategy]]
@@ -198,9 +196,8 @@ def test_killed_at_random_moments_and_restarted_equals_the_uninterrupted_run(
         """A fresh warehouse per start from empty: a path this test's Spark session never read
         (a table deleted and created again under a cached path is a Delta log cache hazard)."""
         cfg = config(tmp_path / f"attempt-{n}", crash_landing)
-        settings = {k: getattr(cfg, k) for k in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", *SETTINGS)}
         return cfg, [sys.executable, "-m", "etl.entrypoints.cli", "run", "--join-strategy", strategy, "--start",
-                     RUN.start.isoformat(), "--end", RUN.end.isoformat(), "--settings-json", json.dumps(settings)]
+                     RUN.start.isoformat(), "--end", RUN.end.isoformat(), "--settings-json", crash_settings_json(cfg)]
 
     cfg, cmd = attempt(0)
     while kills < RANDOM_KILLS:

@@ -21,6 +21,14 @@ def delta_package(cfg: EtlConfig | None = None) -> str:
     return f"io.delta:delta-spark_{major_minor}_2.13:{delta_version}"
 
 
+# What a batch's commit (its counts, ledger row and both MERGEs) runs with. Adaptive execution makes
+# each query stage a Spark job of its own: a MERGE with deletion vectors took 19-21 jobs instead of
+# 13-14, over sources of one micro-batch's few thousand rows that gain nothing from re-planning
+# (docs/decisions/commit-without-adaptive-execution.md). The MERGE sources carry a broadcast hint
+# instead, so the join that finds the touched files stays a broadcast at any table size.
+COMMIT_SQL_SETTINGS = {"spark.sql.adaptive.enabled": "false"}
+
+
 def spark_conf(cfg: EtlConfig) -> dict[str, str]:
     """Every Spark setting the jobs need, except the master (a connection's business under Airflow)."""
     conf = {

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
 
@@ -55,11 +56,30 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
         for noisy in (
             "org.apache.spark.sql.execution.window.WindowExec",  # single-partition numbering, by design
             "org.apache.spark.rdd.MapPartitionsRDD",  # "locally checkpointed" notes on every step
+            # The MERGE sources' broadcast hint (etl.load.apply) also reaches Delta's outer join,
+            # where the source is the kept side and cannot be broadcast: a warning every MERGE.
+            "org.apache.spark.sql.catalyst.analysis.HintErrorLogger",
         ):
             jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(noisy, jvm.org.apache.logging.log4j.Level.ERROR)
     except Exception:  # pragma: no cover - a different logging backend: keep the warning
         pass
     return session
+
+
+@contextmanager
+def sql_settings(spark, settings: dict[str, str]):
+    """Run a block with these runtime SQL settings, then put back what was there before."""
+    before = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def _prefetch() -> None:

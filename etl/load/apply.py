@@ -35,7 +35,7 @@ def merge_key_map(table: DeltaTable, changes: DataFrame) -> None:
     ``key_map``: known keys advance their hash, sequence and arrival; new keys are inserted."""
     (
         table.alias("t")
-        .merge(changes.alias("s"), key_map_merge_condition(changes))
+        .merge(F.broadcast(changes).alias("s"), key_map_merge_condition(changes))
         .whenMatchedUpdate(
             condition="t.updated_batch_seq < s.batch_seq",
             set={
@@ -69,7 +69,7 @@ def merge_current(table: DeltaTable, state: DataFrame) -> None:
     ``customer_current``, unless that row is already as new."""
     (
         table.alias("t")
-        .merge(conform(state, "customer_current").alias("s"), CUSTOMER_CURRENT_MERGE_CONDITION)
+        .merge(F.broadcast(conform(state, "customer_current")).alias("s"), CUSTOMER_CURRENT_MERGE_CONDITION)
         .whenMatchedUpdateAll(condition="t.updated_batch_seq < s.updated_batch_seq")
         .whenNotMatchedInsertAll()
         .execute()

@@ -30,10 +30,12 @@ from etl.core.config import ConfigError, EtlConfig
 from etl.core.faults import crash_point
 from etl.core.interval import Interval
 from etl.core.policy import load_batches, plan_lookahead
+from etl.core.spark_conf import COMMIT_SQL_SETTINGS
 from etl.core.stream_plan import n_windows, settled_groups
 from etl.io.layout_store import load_layout, settle_pending_layout
 from etl.io.lock import LoadLock
 from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, run_owner
+from etl.io.spark import sql_settings
 from etl.io.tables import ensure_tables, read
 from etl.load.apply import delta_table, merge_current, merge_key_map, summarise_outcomes
 from etl.load.ledger import Ledger
@@ -253,29 +255,36 @@ class Loader:
             F.lit(batch_index).alias("batch_index"),
         ).localCheckpoint(eager=True)
         try:
-            summary = summarise_outcomes(decided)
-            logged = time.time()
-            step = Step(
-                run_key, batch_index, batch_seq, self.strategy.name, started, logged, next_key,
-                updates_in=summary["n"], counts=summary["counts"],
-                delay_avg_s=logged - summary["avg_arrival_s"] if summary["avg_arrival_s"] is not None else None,
-                delay_p99_s=logged - summary["p01_arrival_s"] if summary["p01_arrival_s"] is not None else None,
-            )
-            self.ledger.record(step, self.strategy.stats(), outcomes=decided)  # the write-ahead commit
-            self._apply(decided)
+            with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
+                step, logged = self._log(run_key, batch_index, batch_seq, started, next_key, decided)
+                self._apply(decided)
         finally:
             decided.unpersist()
         result = step.result()
         result.applied_s = time.time() - logged
         return result
 
+    def _log(self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int, decided):
+        """The batch's write-ahead commit: its ledger row with its counts, delays and outcomes."""
+        summary = summarise_outcomes(decided)
+        logged = time.time()
+        step = Step(
+            run_key, batch_index, batch_seq, self.strategy.name, started, logged, next_key,
+            updates_in=summary["n"], counts=summary["counts"],
+            delay_avg_s=logged - summary["avg_arrival_s"] if summary["avg_arrival_s"] is not None else None,
+            delay_p99_s=logged - summary["p01_arrival_s"] if summary["p01_arrival_s"] is not None else None,
+        )
+        self.ledger.record(step, self.strategy.stats(), outcomes=decided)
+        return step, logged
+
     def _apply(self, outcomes) -> None:
         """Apply a logged batch (its rows: ``outcomes``): both MERGEs, each idempotent."""
-        changes = key_map_changes(outcomes, self.segment_of).cache()
-        merge_key_map(delta_table(self.spark, self.cfg, "key_map"), changes)
-        crash_point("load.key_map_merged")
-        self.strategy.keys_committed(changes)
-        changes.unpersist()
+        with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
+            changes = key_map_changes(outcomes, self.segment_of).cache()
+            merge_key_map(delta_table(self.spark, self.cfg, "key_map"), changes)
+            crash_point("load.key_map_merged")
+            self.strategy.keys_committed(changes)
+            changes.unpersist()
 
-        merge_current(delta_table(self.spark, self.cfg, "customer_current"), current_state_rows(outcomes))
-        crash_point("load.current_merged")
+            merge_current(delta_table(self.spark, self.cfg, "customer_current"), current_state_rows(outcomes))
+            crash_point("load.current_merged")

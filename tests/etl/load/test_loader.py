@@ -7,10 +7,12 @@ import pytest
 from chispa import assert_df_equality
 
 import etl
+from benchmarks.measures import jobs_started
 from etl import jobs
 from etl.core.interval import Interval
 from etl.core.oracle import decide
 from etl.generator import StreamSpec, generate_stream
+from etl.io.spark import sql_settings
 from etl.io.tables import read
 from etl.load.loader import Loader, OverlappingRunError
 from tests.helpers import deterministic_tables, good, land
@@ -329,6 +331,24 @@ def test_merges_mark_changed_rows_with_deletion_vectors_instead_of_rewriting_fil
         assert enabled is None and vectors == 0 and copied > 0, (name, enabled, vectors, copied)
         assert_df_equality(snapshot(spark, cfg, [name])[name], snapshot(spark, rewrite, [name])[name],
                            ignore_nullable=True)
+
+
+def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg):
+    """Under the product's settings (adaptive execution on; this test session turns it off), a
+    native batch after the first costs at most ``MAX_JOBS`` Spark jobs, counted between two
+    committed batches: its commit runs without adaptive execution (``COMMIT_SQL_SETTINGS``), which
+    took a batch from 60 jobs to 46 (docs/decisions/commit-without-adaptive-execution.md)."""
+    max_jobs = 48
+    run = Interval(T0, T0 + timedelta(minutes=4))
+    stream(cfg, duration_s=240)
+    jobs.ingest(spark, cfg, run)
+    marks = []
+    with sql_settings(spark, {"spark.sql.adaptive.enabled": "true"}):
+        summary = jobs.load(spark, cfg, run, progress=lambda _message: marks.append(jobs_started(spark)))
+    assert summary["batches_committed"] == 4 and len(marks) == 4
+    steady = [b - a for a, b in zip(marks[1:], marks[2:])]
+    assert max(steady) <= max_jobs, steady
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "false"  # the session's own, put back
 
 
 def test_the_load_path_does_not_import_the_maintenance_module():

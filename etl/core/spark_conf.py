@@ -29,6 +29,13 @@ def delta_package(cfg: EtlConfig | None = None) -> str:
 COMMIT_SQL_SETTINGS = {"spark.sql.adaptive.enabled": "false"}
 
 
+# The driver's JVM shares the command's stdout, where `etl ... --json` prints its summary. The JVM
+# prints its own messages there by default ("CodeCache is full", from a long `etl stream`, broke
+# the JSON): they go to stderr with Spark's log. The configured options follow, so a user's own
+# -Xlog choice still wins.
+JVM_OUTPUT_TO_STDERR = "-XX:+DisplayVMOutputToStderr -Xlog:disable -Xlog:all=warning:stderr"
+
+
 def spark_conf(cfg: EtlConfig) -> dict[str, str]:
     """Every Spark setting the jobs need, except the master (a connection's business under Airflow)."""
     conf = {
@@ -52,7 +59,5 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "true",
     }
-    java_options = cfg.spark_driver_java_options.strip()
-    if java_options:
-        conf["spark.driver.extraJavaOptions"] = java_options
+    conf["spark.driver.extraJavaOptions"] = f"{JVM_OUTPUT_TO_STDERR} {cfg.spark_driver_java_options.strip()}".strip()
     return conf

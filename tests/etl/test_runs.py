@@ -124,6 +124,14 @@ def test_the_cli_refuses_overlaps_and_foreign_settings_with_exit_2(spark, cfg, t
     done = etl("load", *span, "--strategy-settings", json.dumps({"warehouse_root": "/tmp/elsewhere"}))
     assert done.returncode == 2 and "warehouse_root is not a setting of native" in done.stderr
 
+    # The JSON summary is the whole stdout, whatever the driver's JVM prints (PrintFlagsFinal: ~560
+    # lines of its own output, as "CodeCache is full" once was).
+    env["ETL_SPARK_DRIVER_JAVA_OPTIONS"] = f"{env.get('ETL_SPARK_DRIVER_JAVA_OPTIONS', '')} -XX:+PrintFlagsFinal"
+    done = etl("load", "--start", "2026-11-22T01:00", "--end", "2026-11-22T01:02", "--json")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["batches_committed"] == 0  # loaded above: nothing to do
+    assert "PrintFlagsFinal" in done.stderr
+
 
 def test_late_lines_are_refused_by_a_rerun_flagged_by_the_gate_and_movable(spark, cfg):
     """A line appended to a loaded minute's file used to be read by a rerun's ingest and never

@@ -1,7 +1,7 @@
 from importlib import metadata
 
 from etl.core.config import EtlConfig, load_config
-from etl.core.spark_conf import DELTA_CATALOG, DELTA_EXTENSION, delta_package, spark_conf
+from etl.core.spark_conf import DELTA_CATALOG, DELTA_EXTENSION, JVM_OUTPUT_TO_STDERR, delta_package, spark_conf
 
 
 def test_delta_jar_matches_the_installed_wheels():
@@ -18,7 +18,7 @@ def test_conf_configures_delta_and_keeps_the_warehouse_out_of_the_working_direct
     assert conf["spark.driver.memory"] == "3g"
 
 
-def test_driver_java_options_reach_the_driver_only_when_set(tmp_path):
-    assert "spark.driver.extraJavaOptions" not in spark_conf(EtlConfig(warehouse_root=str(tmp_path)))
+def test_the_driver_s_jvm_output_goes_to_stderr_and_configured_options_follow(tmp_path):
+    assert spark_conf(EtlConfig(warehouse_root=str(tmp_path)))["spark.driver.extraJavaOptions"] == JVM_OUTPUT_TO_STDERR
     cfg = load_config(env={"ETL_SPARK_DRIVER_JAVA_OPTIONS": " -XX:TieredStopAtLevel=1 "})
-    assert spark_conf(cfg)["spark.driver.extraJavaOptions"] == "-XX:TieredStopAtLevel=1"
+    assert spark_conf(cfg)["spark.driver.extraJavaOptions"] == f"{JVM_OUTPUT_TO_STDERR} -XX:TieredStopAtLevel=1"

@@ -255,9 +255,8 @@ class Loader:
             F.lit(batch_index).alias("batch_index"),
         ).localCheckpoint(eager=True)
         try:
-            with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
-                step, logged = self._log(run_key, batch_index, batch_seq, started, next_key, decided)
-                self._apply(decided)
+            step, logged = self._log(run_key, batch_index, batch_seq, started, next_key, decided)
+            self._apply(decided)
         finally:
             decided.unpersist()
         result = step.result()
@@ -266,15 +265,16 @@ class Loader:
 
     def _log(self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int, decided):
         """The batch's write-ahead commit: its ledger row with its counts, delays and outcomes."""
-        summary = summarise_outcomes(decided)
-        logged = time.time()
-        step = Step(
-            run_key, batch_index, batch_seq, self.strategy.name, started, logged, next_key,
-            updates_in=summary["n"], counts=summary["counts"],
-            delay_avg_s=logged - summary["avg_arrival_s"] if summary["avg_arrival_s"] is not None else None,
-            delay_p99_s=logged - summary["p01_arrival_s"] if summary["p01_arrival_s"] is not None else None,
-        )
-        self.ledger.record(step, self.strategy.stats(), outcomes=decided)
+        with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
+            summary = summarise_outcomes(decided)
+            logged = time.time()
+            step = Step(
+                run_key, batch_index, batch_seq, self.strategy.name, started, logged, next_key,
+                updates_in=summary["n"], counts=summary["counts"],
+                delay_avg_s=logged - summary["avg_arrival_s"] if summary["avg_arrival_s"] is not None else None,
+                delay_p99_s=logged - summary["p01_arrival_s"] if summary["p01_arrival_s"] is not None else None,
+            )
+            self.ledger.record(step, self.strategy.stats(), outcomes=decided)
         return step, logged
 
     def _apply(self, outcomes) -> None:

@@ -335,7 +335,7 @@ def test_merges_mark_changed_rows_with_deletion_vectors_instead_of_rewriting_fil
 
 def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg):
     """Under the product's settings (adaptive execution on; this test session turns it off), a
-    native batch after the first costs at most ``MAX_JOBS`` Spark jobs, counted between two
+    native batch after the first costs at most ``max_jobs`` Spark jobs, counted between two
     committed batches: its commit runs without adaptive execution (``COMMIT_SQL_SETTINGS``), which
     took a batch from 60 jobs to 46 (docs/decisions/commit-without-adaptive-execution.md)."""
     max_jobs = 48

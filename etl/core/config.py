@@ -19,6 +19,7 @@ from etl.core import registry
 from etl.core.errors import ConfigError
 
 ENV_PREFIX = "ETL_"
+DELETION_VECTOR_MODES = ("auto", "on", "off")
 CONFIG_FILE_ENV = "ETL_CONFIG"
 
 
@@ -68,9 +69,13 @@ class EtlConfig:
     report_window_seconds: int = 3600
     report_slide_seconds: int = 900
     maintenance_schedule: str = "@weekly"
-    # MERGEs into key_map and customer_current write only the changed rows (Delta deletion
-    # vectors, readable by Delta 2.3+ readers); set when the warehouse's tables are created.
-    deletion_vectors: bool = True
+    # Delta deletion vectors for the MERGEs into key_map and customer_current (a MERGE then writes
+    # only the changed rows; readers need Delta 2.3+): "on", "off", or "auto": the tables are
+    # created able to use them, and each is switched on at a run's start once it holds
+    # deletion_vectors_from_bytes (below that, rewriting the touched files is as fast and takes
+    # fewer Spark jobs: docs/decisions/deletion-vectors.md).
+    deletion_vectors: str = "auto"
+    deletion_vectors_from_bytes: int = 32 << 20
     vacuum_retention_hours: int = 168  # Delta's safe default; shorter breaks readers of old versions
 
     # --- the papers' parameters (papers/004 Table 6.1/6.2), one name everywhere ---
@@ -100,6 +105,8 @@ class EtlConfig:
     extra: Mapping[str, str] = field(default_factory=dict)  # free-form, for site-specific settings
 
     def __post_init__(self) -> None:
+        if isinstance(self.deletion_vectors, bool):  # the setting's old type, from Python callers
+            object.__setattr__(self, "deletion_vectors", "on" if self.deletion_vectors else "off")
         _validate(self)
 
     # Resolved paths: a relative setting is taken from the working directory at load time;
@@ -199,8 +206,10 @@ def _validate(cfg: EtlConfig) -> None:
         "report_window_seconds",
         "report_slide_seconds",
         "lock_stale_seconds",
+        "deletion_vectors_from_bytes",
     ):
         need(getattr(cfg, name) > 0, name, "must be a positive number")
+    need(cfg.deletion_vectors in DELETION_VECTOR_MODES, "deletion_vectors", f"must be one of {', '.join(DELETION_VECTOR_MODES)}")
     need(cfg.report_slide_seconds <= cfg.report_window_seconds, "report_slide_seconds", "must not exceed report_window_seconds")
     need(cfg.vacuum_retention_hours >= 168, "vacuum_retention_hours", "must be >= 168 (7 days): shorter retention can delete files a reader or a retried task still needs")
     need(0 < cfg.alpha <= 1, "alpha", "must be in (0, 1]")
@@ -220,6 +229,9 @@ def _coerce(name: str, raw: Any) -> Any:
     """Turn a file or environment value into the field's type, naming the setting on failure."""
     kind = _FIELDS[name].type
     try:
+        if name == "deletion_vectors":  # was a boolean: true and false still mean on and off
+            text = str(raw).strip().lower()
+            return {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}.get(text, text)
         if kind == "bool":
             if isinstance(raw, bool):
                 return raw

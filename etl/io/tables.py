@@ -9,14 +9,16 @@ from etl.core.config import EtlConfig
 from warehouse.schemas import TABLES, VIEWS
 
 DELETION_VECTORS = "delta.enableDeletionVectors"
+DELETION_VECTORS_FEATURE = "delta.feature.deletionVectors"
 
 
 def ensure_tables(spark, cfg: EtlConfig) -> list[str]:
     """Create every warehouse table that does not exist yet; a no-op on an existing warehouse.
 
-    ``deletion_vectors`` is applied when a table is created: turning it on for an existing table
-    upgrades its Delta protocol, which older readers cannot follow, so that stays the owner's
-    decision (docs/operations.md)."""
+    ``deletion_vectors`` is applied when a table is created: turning the feature on for an
+    existing table upgrades its Delta protocol, which older readers cannot follow, so that stays
+    the owner's decision (docs/operations.md). With ``auto`` the feature is part of the protocol
+    from the start and ``settle_deletion_vectors`` only switches its use on."""
     import fcntl
 
     if not cfg.warehouse_on_object_store:
@@ -42,10 +44,36 @@ def _create(spark, cfg: EtlConfig, table) -> bool:
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(table.schema)
     if table.partition_by:
         builder = builder.partitionedBy(*table.partition_by)
-    if table.merge_target and cfg.deletion_vectors:
-        builder = builder.property(DELETION_VECTORS, "true")
+    if table.merge_target and cfg.deletion_vectors != "off":
+        builder = builder.property(DELETION_VECTORS_FEATURE, "supported")
+        builder = builder.property(DELETION_VECTORS, "true" if cfg.deletion_vectors == "on" else "false")
     builder.execute()
     return True
+
+
+def settle_deletion_vectors(spark, cfg: EtlConfig) -> list[str]:
+    """With ``deletion_vectors = auto``: switch deletion vectors on for each MERGE target that
+    now holds ``deletion_vectors_from_bytes`` (one way; a metadata change, since the feature is
+    in the table's protocol from its creation). Called at a run's start, never per batch. Returns
+    the tables switched; a table made without the feature (``off``, or an older version) is left
+    as it is."""
+    if cfg.deletion_vectors != "auto":
+        return []
+    switched = []
+    for table in TABLES.values():
+        if not table.merge_target:
+            continue
+        path = cfg.table_path(table.name)
+        detail = DeltaTable.forPath(spark, path).detail().select("properties", "tableFeatures", "sizeInBytes").first()
+        if (detail["properties"] or {}).get(DELETION_VECTORS) == "true":
+            continue
+        if "deletionVectors" not in (detail["tableFeatures"] or []):
+            continue
+        if int(detail["sizeInBytes"] or 0) < cfg.deletion_vectors_from_bytes:
+            continue
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{DELETION_VECTORS}' = 'true')")
+        switched.append(table.name)
+    return switched
 
 
 def _add_missing_columns(spark, path: str, schema) -> None:
@@ -96,6 +124,17 @@ def row_frame(spark, name: str, values: dict):
     if unknown:
         raise ValueError(f"table {name} has no column {', '.join(sorted(unknown))}")
     return spark.createDataFrame([tuple(values.get(f.name) for f in schema.fields)], schema)
+
+
+def literal_row(name: str, values: dict, **columns) -> list:
+    """The columns of one row of table ``name``: ``values`` as literals, ``columns`` as given
+    (aggregates, to be selected by ``DataFrame.agg``), the rest null; as strict as ``row_frame``."""
+    schema = TABLES[name].schema
+    unknown = (set(values) | set(columns)) - set(schema.fieldNames())
+    if unknown:
+        raise ValueError(f"table {name} has no column {', '.join(sorted(unknown))}")
+    return [(columns[f.name] if f.name in columns else F.lit(values.get(f.name))).cast(f.dataType).alias(f.name)
+            for f in schema.fields]
 
 
 def replace_where(df, cfg: EtlConfig, name: str, predicate: str) -> None:

@@ -11,31 +11,37 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
+from etl.io.spark import sql_settings
 from etl.io.tables import conform
 from etl.load.results import OUTCOME_COUNTS
 
 CUSTOMER_CURRENT_MERGE_CONDITION = "t.surrogate_key = s.surrogate_key"
+MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 
 
-def key_map_merge_condition(changes: DataFrame) -> str:
+def key_map_merge_condition(changes: DataFrame, segments: list[int] | None = None) -> str:
     """The key_map MERGE's match condition, narrowed to the segments the batch touches.
 
     Delta finds a MERGE's target files with a join over every file its condition does not rule
     out by target-only predicates; without the literal segment list every batch would scan all
-    of key_map, whatever the join strategy read (a key's row lives in its segment's partition)."""
+    of key_map, whatever the join strategy read (a key's row lives in its segment's partition).
+    ``segments``, when given, is that list already (``summarise_outcomes`` gathers it in the pass
+    it makes anyway, a Spark job fewer)."""
     keys = "t.source_id = s.source_id AND t.natural_key = s.natural_key"
-    segments = sorted(int(r[0]) for r in changes.select("segment_id").distinct().collect())
+    if segments is None:
+        segments = [int(r[0]) for r in changes.select("segment_id").distinct().collect()]
+    segments = sorted(segments)
     if not segments:
         return keys
     return f"t.segment_id IN ({', '.join(map(str, segments))}) AND {keys}"
 
 
-def merge_key_map(table: DeltaTable, changes: DataFrame) -> None:
+def merge_key_map(table: DeltaTable, changes: DataFrame, segments: list[int] | None = None) -> None:
     """``changes`` (``transforms.outcomes.key_map_changes``: one row per key of the batch) into
     ``key_map``: known keys advance their hash, sequence and arrival; new keys are inserted."""
     (
         table.alias("t")
-        .merge(F.broadcast(changes).alias("s"), key_map_merge_condition(changes))
+        .merge(F.broadcast(changes).alias("s"), key_map_merge_condition(changes, segments))
         .whenMatchedUpdate(
             condition="t.updated_batch_seq < s.batch_seq",
             set={
@@ -64,31 +70,40 @@ def merge_key_map(table: DeltaTable, changes: DataFrame) -> None:
     )
 
 
-def merge_current(table: DeltaTable, state: DataFrame) -> None:
+def merge_current(table: DeltaTable, state: DataFrame, held: bool = False) -> None:
     """``state`` (``transforms.outcomes.current_state_rows``: a key's last applied update) into
-    ``customer_current``, unless that row is already as new."""
-    (
-        table.alias("t")
-        .merge(F.broadcast(conform(state, "customer_current")).alias("s"), CUSTOMER_CURRENT_MERGE_CONDITION)
-        .whenMatchedUpdateAll(condition="t.updated_batch_seq < s.updated_batch_seq")
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+    ``customer_current``, unless that row is already as new.
+
+    ``held``: ``state`` is a projection of a local checkpoint, so it reads the same rows however
+    often it is read, and Delta need not copy it first (its ``materializeSource``, a Spark job;
+    a source that is in Spark's cache must be copied, Delta refuses it otherwise)."""
+    settings = {MATERIALIZE_SOURCE: "none"} if held else {}
+    with sql_settings(state.sparkSession, settings):
+        (
+            table.alias("t")
+            .merge(F.broadcast(conform(state, "customer_current")).alias("s"), CUSTOMER_CURRENT_MERGE_CONDITION)
+            .whenMatchedUpdateAll(condition="t.updated_batch_seq < s.updated_batch_seq")
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
 
 
 def delta_table(spark, cfg: EtlConfig, name: str) -> DeltaTable:
     return DeltaTable.forPath(spark, cfg.table_path(name))
 
 
-def summarise_outcomes(outcomes: DataFrame) -> dict:
+def summarise_outcomes(outcomes: DataFrame, segment_of=None) -> dict:
     """One pass over a logged batch: its size, outcome counts, the first key it allocated (what
-    recovery needs), and the arrival times its delays are measured from."""
+    recovery needs), the arrival times its delays are measured from, and, given the layout's
+    ``segment_of``, the ``key_map`` segments its keys live in (``segments``)."""
+    segments = [F.collect_set(segment_of(F.col("source_id"), F.col("natural_key"))).alias("segments")] if segment_of else []
     row = outcomes.agg(
         F.count(F.lit(1)).alias("n"),
         *[F.sum((F.col("outcome") == k).cast("long")).alias(k) for k in OUTCOME_COUNTS],
         F.min(F.when(F.col("outcome") == "new", F.col("surrogate_key"))).alias("min_new_key"),
         F.avg(F.unix_micros("arrival_ts")).alias("avg_arrival_us"),
         F.percentile_approx(F.unix_micros("arrival_ts"), F.lit(0.01), F.lit(10000)).alias("p01_arrival_us"),
+        *segments,
     ).first()
     return {
         "n": int(row["n"]),
@@ -96,4 +111,5 @@ def summarise_outcomes(outcomes: DataFrame) -> dict:
         "min_new_key": row["min_new_key"],
         "avg_arrival_s": row["avg_arrival_us"] / 1e6 if row["avg_arrival_us"] is not None else None,
         "p01_arrival_s": row["p01_arrival_us"] / 1e6 if row["p01_arrival_us"] is not None else None,
+        "segments": sorted(int(s) for s in row["segments"]) if segment_of else None,
     }

@@ -11,7 +11,7 @@ from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
 from etl.core.faults import crash_point
-from etl.io.tables import append, read, row_frame
+from etl.io.tables import append, literal_row, read, row_frame
 from etl.strategies import JoinStats
 from warehouse.schemas import LOGGED_UPDATE
 
@@ -81,12 +81,14 @@ class Ledger:
             "batch_started_at": datetime.fromtimestamp(step.started, tz=timezone.utc),
             "duration_s": step.committed - step.started,
         }
-        frame = row_frame(self.spark, "batch_ledger", row)
-        if outcomes is not None:
+        if outcomes is None:
+            frame = row_frame(self.spark, "batch_ledger", row)
+        else:
             logged = F.struct(*[F.col(f.name).cast(f.dataType) for f in LOGGED_UPDATE.fields])
-            # Sorted by update_id: the same batch is stored the same way, whoever logs it.
-            rows = outcomes.agg(F.array_sort(F.collect_list(logged)).alias("outcomes"))
-            frame = frame.drop("outcomes").crossJoin(rows)
+            # One aggregate of the outcomes with the row's values as literals: one Spark job, where
+            # joining a one-row frame to the aggregate took two. Sorted by update_id: the same
+            # batch is stored the same way, whoever logs it.
+            frame = outcomes.agg(*literal_row("batch_ledger", row, outcomes=F.array_sort(F.collect_list(logged))))
         append(frame, self.cfg, "batch_ledger")
         self._state = (max(self.state()[0], step.batch_seq), next_key)  # a step with no batch keeps the last
         crash_point("load.logged")

@@ -36,7 +36,7 @@ from etl.io.layout_store import load_layout, settle_pending_layout
 from etl.io.lock import LoadLock
 from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, run_owner
 from etl.io.spark import sql_settings
-from etl.io.tables import ensure_tables, read
+from etl.io.tables import ensure_tables, read, settle_deletion_vectors
 from etl.load.apply import delta_table, merge_current, merge_key_map, summarise_outcomes
 from etl.load.ledger import Ledger
 from etl.load.results import (
@@ -84,6 +84,8 @@ class Loader:
         self._open_run = None  # set again only by a step call that ends with the run still open
         if self._continuing:
             return
+        for name in settle_deletion_vectors(self.spark, self.cfg):
+            log.info("%s holds %s bytes or more: its MERGEs use deletion vectors from now on", name, self.cfg.deletion_vectors_from_bytes)
         self.layout = layout
         self.segment_of = segment_column(self.layout)
         self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout)
@@ -248,15 +250,16 @@ class Loader:
         batch_seq = last_seq + 1
         # Decided once and held: the log and both MERGEs see the same rows without reading the
         # log back (a recomputation after the key_map MERGE would decide against the new state).
+        # Held lazily: the batch's summary, its first action, stores it in the same Spark job.
         decided = resolve(joined, next_key).select(
             "*",
             F.lit(run_key).alias("run_key"),
             F.lit(batch_seq).cast("long").alias("batch_seq"),
             F.lit(batch_index).alias("batch_index"),
-        ).localCheckpoint(eager=True)
+        ).localCheckpoint(eager=False)
         try:
-            step, logged = self._log(run_key, batch_index, batch_seq, started, next_key, decided)
-            self._apply(decided)
+            step, logged, segments = self._log(run_key, batch_index, batch_seq, started, next_key, decided)
+            self._apply(decided, segments, held=True)
         finally:
             decided.unpersist()
         result = step.result()
@@ -266,7 +269,7 @@ class Loader:
     def _log(self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int, decided):
         """The batch's write-ahead commit: its ledger row with its counts, delays and outcomes."""
         with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
-            summary = summarise_outcomes(decided)
+            summary = summarise_outcomes(decided, self.segment_of)
             logged = time.time()
             step = Step(
                 run_key, batch_index, batch_seq, self.strategy.name, started, logged, next_key,
@@ -275,16 +278,17 @@ class Loader:
                 delay_p99_s=logged - summary["p01_arrival_s"] if summary["p01_arrival_s"] is not None else None,
             )
             self.ledger.record(step, self.strategy.stats(), outcomes=decided)
-        return step, logged
+        return step, logged, summary["segments"]
 
-    def _apply(self, outcomes) -> None:
-        """Apply a logged batch (its rows: ``outcomes``): both MERGEs, each idempotent."""
+    def _apply(self, outcomes, segments: list[int] | None = None, held: bool = False) -> None:
+        """Apply a logged batch (its rows: ``outcomes``; the ``key_map`` segments they touch, when
+        the caller has them; ``held``: the rows are a local checkpoint): both MERGEs, each idempotent."""
         with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
             changes = key_map_changes(outcomes, self.segment_of).cache()
-            merge_key_map(delta_table(self.spark, self.cfg, "key_map"), changes)
+            merge_key_map(delta_table(self.spark, self.cfg, "key_map"), changes, segments)
             crash_point("load.key_map_merged")
             self.strategy.keys_committed(changes)
             changes.unpersist()
 
-            merge_current(delta_table(self.spark, self.cfg, "customer_current"), current_state_rows(outcomes))
+            merge_current(delta_table(self.spark, self.cfg, "customer_current"), current_state_rows(outcomes), held=held)
             crash_point("load.current_merged")

@@ -36,6 +36,8 @@ def test_config_file_from_environment(tmp_path):
         ({"ETL_N_INVOKE": "many"}, "n_invoke"),
         ({"ETL_R_WB": "0"}, "r_wb"),
         ({"ETL_WAREHOUSE_ROOT": " "}, "warehouse_root"),
+        ({"ETL_DELETION_VECTORS": "sometimes"}, "deletion_vectors"),
+        ({"ETL_DELETION_VECTORS_FROM_BYTES": "0"}, "deletion_vectors_from_bytes"),
     ],
 )
 def test_bad_settings_fail_naming_the_setting(env, message):
@@ -81,3 +83,16 @@ def test_file_uris_are_local_paths_and_meta_defaults_under_the_warehouse(tmp_pat
     assert cfg.warehouse_path == tmp_path / "wh"
     assert cfg.table_path("key_map") == f"{tmp_path}/wh/key_map"
     assert cfg.meta_path == tmp_path / "wh" / "_meta"
+
+
+def test_deletion_vectors_default_to_auto_and_the_old_booleans_still_mean_on_and_off(tmp_path):
+    """The setting was a boolean: a file, a variable or a Python caller that says true or false
+    keeps meaning what it meant."""
+    assert load_config(env={}).deletion_vectors == "auto"
+    f = tmp_path / "etl.toml"
+    f.write_text("deletion_vectors = false\n")
+    assert load_config(f, env={}).deletion_vectors == "off"
+    assert load_config(env={"ETL_DELETION_VECTORS": "true"}).deletion_vectors == "on"
+    assert load_config(env={"ETL_DELETION_VECTORS": "Auto"}).deletion_vectors == "auto"
+    assert EtlConfig(deletion_vectors=True).deletion_vectors == "on"
+    assert EtlConfig().replace(deletion_vectors=False).deletion_vectors == "off"

@@ -120,3 +120,52 @@ def test_a_row_with_a_column_its_table_lacks_is_refused():
 
     with pytest.raises(ValueError, match="table batch_ledger has no column matchd"):
         row_frame(None, "batch_ledger", {"run_key": "r", "matchd": 3})
+
+
+def test_a_literal_row_aggregated_over_a_frame_equals_the_row_frame_beside_its_aggregate(spark):
+    """``literal_row`` (the ledger row as one aggregate): the same row as ``row_frame`` plus the
+    aggregated column, with the table's types; as strict about unknown columns."""
+    from chispa import assert_df_equality
+    from pyspark.sql import functions as F
+
+    from etl.io.tables import conform, literal_row, row_frame
+
+    values = ledger_row(3, matched=2, delay_avg_s=1.5)
+    numbers = spark.range(5)
+    aggregated = numbers.agg(*literal_row("batch_ledger", values, updates_in=F.count(F.lit(1))))
+    expected = row_frame(spark, "batch_ledger", {**values, "updates_in": 5})
+    assert_df_equality(conform(aggregated, "batch_ledger"), expected, ignore_nullable=True)
+    with pytest.raises(ValueError, match="table batch_ledger has no column matchd"):
+        literal_row("batch_ledger", {"matchd": 3})
+
+
+def test_auto_deletion_vectors_are_switched_on_per_table_from_its_size_and_never_without_the_feature(spark, cfg, tmp_path):
+    """``auto`` creates the MERGE targets with the feature but unused; ``settle_deletion_vectors``
+    switches on a table that holds ``deletion_vectors_from_bytes``, one way; a table created
+    ``off`` (without the feature: switching would upgrade its protocol) is never switched."""
+    from delta.tables import DeltaTable
+
+    from etl.io.tables import DELETION_VECTORS, settle_deletion_vectors
+
+    def state(c, name):
+        d = DeltaTable.forPath(spark, c.table_path(name)).detail().first()
+        return d.properties.get(DELETION_VECTORS), "deletionVectors" in d.tableFeatures
+
+    ensure_tables(spark, cfg)  # auto, the default
+    assert {state(cfg, n) for n in ("key_map", "customer_current")} == {("false", True)}
+    assert settle_deletion_vectors(spark, cfg) == []  # empty tables: below any size
+    spark.range(3).selectExpr("id AS surrogate_key", "'crm' AS source_id", "CAST(id AS STRING) AS natural_key",
+                              "false AS is_deleted", "'h' AS row_hash", "1L AS last_source_seq",
+                              "current_timestamp() AS event_ts", "current_timestamp() AS arrival_ts",
+                              "1L AS updated_batch_seq").write.format("delta").mode("append").save(cfg.table_path("customer_current"))
+    assert settle_deletion_vectors(spark, cfg.replace(deletion_vectors_from_bytes=1 << 30)) == []
+    assert settle_deletion_vectors(spark, cfg.replace(deletion_vectors_from_bytes=1)) == ["customer_current"]
+    assert state(cfg, "customer_current") == ("true", True) and state(cfg, "key_map") == ("false", True)
+    assert settle_deletion_vectors(spark, cfg.replace(deletion_vectors_from_bytes=1)) == []  # once
+
+    off = cfg.replace(warehouse_root=str(tmp_path / "off"), deletion_vectors="off")
+    ensure_tables(spark, off)
+    spark.read.format("delta").load(cfg.table_path("customer_current")).write.format("delta").mode("append") \
+        .save(off.table_path("customer_current"))
+    assert settle_deletion_vectors(spark, off.replace(deletion_vectors="auto", deletion_vectors_from_bytes=1)) == []
+    assert state(off, "customer_current") == (None, False)

@@ -302,43 +302,62 @@ def test_a_warehouse_given_as_a_uri_with_meta_elsewhere_loads_the_same(spark, cf
         assert_df_equality(snapshot(spark, split, [name])[name], snapshot(spark, plain, [name])[name], ignore_nullable=True)
 
 
-def test_merges_mark_changed_rows_with_deletion_vectors_instead_of_rewriting_files(spark, cfg, tmp_path):
-    """With ``deletion_vectors`` (the default) the MERGEs into key_map and customer_current mark
-    changed rows in deletion vectors and copy no unchanged row; with it off they rewrite the
-    touched files, copying their unchanged rows. The warehouse's content is the same either way."""
+def test_merges_use_deletion_vectors_as_the_setting_says_and_auto_switches_them_on_by_size(spark, cfg, tmp_path):
+    """``on``: the MERGEs into key_map and customer_current mark changed rows in deletion vectors
+    and copy no unchanged row. ``off``: they rewrite the touched files. ``auto``: the tables are
+    created with the feature but unused; a run that starts once a table holds
+    ``deletion_vectors_from_bytes`` switches it on for good. The warehouse's content is the same."""
     from delta.tables import DeltaTable
 
     from etl.io.tables import DELETION_VECTORS
 
-    rewrite = cfg.replace(warehouse_root=str(tmp_path / "rewrite"), runs_root=str(tmp_path / "rewrite-runs"),
-                          deletion_vectors=False)
-    stream(cfg, key_domain=60, malformed_share=0.0)  # keys recur inside and across batches
-    for c in (cfg, rewrite):  # the same landing zone
-        ingest_and_load(spark, c)
-
-    def merges(c, name):
-        """The table's property, and over all its MERGEs: vectors written, unchanged rows copied."""
-        table = DeltaTable.forPath(spark, c.table_path(name))
-        history = table.history().where("operation = 'MERGE'").collect()
-        total = lambda key: sum(int(h.operationMetrics.get(key, 0)) for h in history)  # noqa: E731
-        return table.detail().first().properties.get(DELETION_VECTORS), total("numTargetDeletionVectorsAdded"), \
-            total("numTargetRowsCopied")
+    first, second = Interval(T0, T0 + timedelta(minutes=1)), Interval(T0 + timedelta(minutes=1), T0 + timedelta(minutes=2))
+    cfg = cfg.replace(micro_batch_seconds=30)  # two batches a run: a run's second MERGE meets its first's rows
+    modes = {
+        mode: cfg.replace(warehouse_root=str(tmp_path / mode), runs_root=str(tmp_path / f"{mode}-runs"), deletion_vectors=mode)
+        for mode in ("on", "off")
+    }
+    modes["auto"] = cfg.replace(deletion_vectors="auto", deletion_vectors_from_bytes=1)  # the fixture's tables: auto's
+    stream(cfg, key_domain=60, malformed_share=0.0)  # keys recur inside and across batches; the same landing zone
+    merges = {}
+    for mode, c in modes.items():
+        for interval in (first, second):
+            ingest_and_load(spark, c, interval)
+            for name in ("key_map", "customer_current"):
+                table = DeltaTable.forPath(spark, c.table_path(name))
+                history = table.history().where("operation = 'MERGE'").collect()
+                total = lambda key: sum(int(h.operationMetrics.get(key, 0)) for h in history)  # noqa: E731
+                merges[mode, interval.run_key, name] = (table.detail().first().properties.get(DELETION_VECTORS),
+                                                        total("numTargetDeletionVectorsAdded"), total("numTargetRowsCopied"))
 
     for name in ("key_map", "customer_current"):
-        enabled, vectors, copied = merges(cfg, name)
+        enabled, vectors, copied = merges["on", second.run_key, name]
         assert enabled == "true" and vectors > 0 and copied == 0, (name, enabled, vectors, copied)
-        enabled, vectors, copied = merges(rewrite, name)
+        enabled, vectors, copied = merges["off", second.run_key, name]
         assert enabled is None and vectors == 0 and copied > 0, (name, enabled, vectors, copied)
-        assert_df_equality(snapshot(spark, cfg, [name])[name], snapshot(spark, rewrite, [name])[name],
-                           ignore_nullable=True)
+        # auto: the first run starts on empty tables (below the size) and rewrites; the second
+        # starts on tables of more than a byte and marks
+        enabled, vectors, copied = merges["auto", first.run_key, name]
+        assert enabled == "false" and vectors == 0 and copied > 0, (name, enabled, vectors, copied)
+        enabled, vectors_after, copied_after = merges["auto", second.run_key, name]
+        assert enabled == "true" and vectors_after > 0 and copied_after == copied, (name, enabled, vectors_after, copied_after)
+        for mode in ("off", "auto"):
+            assert_df_equality(snapshot(spark, modes["on"], [name])[name], snapshot(spark, modes[mode], [name])[name],
+                               ignore_nullable=True)
 
 
-def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg):
+@pytest.mark.parametrize("deletion_vectors, max_jobs", [("auto", 25), ("on", 42)])
+def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, deletion_vectors, max_jobs):
     """Under the product's settings (adaptive execution on; this test session turns it off), a
     native batch after the first costs at most ``max_jobs`` Spark jobs, counted between two
-    committed batches: its commit runs without adaptive execution (``COMMIT_SQL_SETTINGS``), which
-    took a batch from 60 jobs to 46 (docs/decisions/commit-without-adaptive-execution.md)."""
-    max_jobs = 48
+    committed batches. Its commit runs without adaptive execution (``COMMIT_SQL_SETTINGS``: 60
+    jobs to 46, docs/decisions/commit-without-adaptive-execution.md); its ledger row is one
+    aggregate, the MERGE's segments come with the batch's counts, the held batch is stored by its
+    first action and the current-state MERGE reads it without copying it (46 to 42); and below
+    ``deletion_vectors_from_bytes`` its MERGEs rewrite instead of writing deletion vectors, 7 jobs
+    fewer each (docs/decisions/deletion-vectors.md)."""
+    if deletion_vectors == "on":
+        cfg = cfg.replace(warehouse_root=str(cfg.warehouse_path.parent / "with-vectors"), deletion_vectors="on")
     run = Interval(T0, T0 + timedelta(minutes=4))
     stream(cfg, duration_s=240)
     jobs.ingest(spark, cfg, run)

@@ -5,10 +5,13 @@
 
 One stream (``--minutes`` of arrivals at ``--rate`` updates/s over ``--keys`` keys); its first
 half is loaded by ``native`` to seed ``key_map``, then the second half is loaded by each strategy
-of ``--strategies`` from a copy of that seeded warehouse, one micro-batch per arrival minute.
+of ``--strategies`` (a strategy, or a variant ``strategy:name=value`` as in ``benchmarks.strategies``,
+e.g. ``partitioned-range:n_invoke=1``, which releases every step) from a copy of that seeded
+warehouse, one micro-batch per arrival minute.
 Counted in the second load between two committed batches (the medians; the first batch, which
 carries the load's start-up, and the run's end are left out, and reported whole): Spark jobs
-(the DAG scheduler's job ids), Delta commits (commit files added to every table) and seconds. Run from another checkout (with this file copied into its ``benchmarks/``), the same
+(the DAG scheduler's job ids), Delta commits (commit files added to every table) and seconds,
+over every step and over the steps that released a batch (three commits or more). Run from another checkout (with this file copied into its ``benchmarks/``), the same
 measurement runs that checkout's code: the side-by-side comparison in docs/benchmark.md.
 
 ``handwritten`` is the baseline a user would write (``benchmarks/handwritten.py``: Structured
@@ -29,6 +32,7 @@ from pathlib import Path
 
 from benchmarks.handwritten import Handwritten, seed, window_files
 from benchmarks.measures import delta_commits, jobs_started
+from benchmarks.report import parse_run
 from etl import jobs
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
@@ -49,12 +53,19 @@ def measure(spark, cfg: EtlConfig, run: Interval, strategy: str) -> dict:
         marks.append((jobs_started(spark), delta_commits(cfg.warehouse_path), time.perf_counter()))
 
     mark()
-    summary = jobs.load(spark, cfg, run, strategy=strategy, progress=mark)
+    summary = jobs.load(spark, cfg, run, strategy=strategy.partition(":")[0], progress=mark)
     mark()
     steps = list(zip(marks[1:-1], marks[2:-1]))  # batch to batch, without the start-up and the run's end
     per = lambda i: statistics.median(b[i] - a[i] for a, b in steps) if steps else None  # noqa: E731
+    # A step that released a batch commits its ledger row and both MERGEs (a partitioned step
+    # may add its wait buffer's); one that released nothing, one or two.
+    released = [(a, b) for a, b in steps if b[1] - a[1] >= 3]
+    per_released = lambda i: statistics.median(b[i] - a[i] for a, b in released) if released else None  # noqa: E731
     return {
         "strategy": strategy,
+        "released_steps": len(released),
+        "jobs_per_released_batch": per_released(0),
+        "seconds_per_released_batch": per_released(2),
         "batches": summary["batches_committed"],
         "updates_in": summary["updates_in"],
         "rows": {t: read(spark, cfg, t).count() for t in ("key_map", "customer_current")},
@@ -123,7 +134,7 @@ def main() -> None:
         rows = []
         for i in range(args.repeat):
             for strategy in args.strategies.split(","):
-                target = work / f"{strategy}-{i}"
+                target = work / f"{strategy.replace(':', '-').replace('=', '-')}-{i}"
                 if strategy == HANDWRITTEN:
                     row = measure_handwritten(spark, base, target, run)
                     print(json.dumps(row), flush=True)
@@ -131,7 +142,7 @@ def main() -> None:
                     continue
                 shutil.copytree(work / "seed", target)
                 cfg = base.replace(warehouse_root=str(target / "warehouse"), gx_root=str(target / "gx"),
-                                   runs_root=str(target / "runs"))
+                                   runs_root=str(target / "runs"), **parse_run(strategy)[1])
                 row = measure(spark, cfg, run, strategy)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
@@ -141,8 +152,9 @@ def main() -> None:
         for strategy in args.strategies.split(","):
             mine = [r for r in rows if r["strategy"] == strategy]
             result["median"][strategy] = {
-                k: statistics.median(r[k] for r in mine if r[k] is not None)
-                for k in ("jobs_per_batch", "commits_per_batch", "seconds_per_batch")
+                k: statistics.median(vals) if (vals := [r[k] for r in mine if r.get(k) is not None]) else None
+                for k in ("jobs_per_batch", "commits_per_batch", "seconds_per_batch", "jobs_per_released_batch",
+                          "seconds_per_released_batch")
             }
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -24,7 +24,7 @@ RUNS = (*STRATEGIES, BASELINE)
 
 # Settings a run of --strategies may override, as ``strategy:name=value`` (a variant run beside the
 # plain one on the same stream and seed, e.g. ``partitioned-range:max_wait_s=180``).
-VARIANT_SETTINGS = {"max_wait_s": float, "h_mark": int}
+VARIANT_SETTINGS = {"max_wait_s": float, "h_mark": int, "n_invoke": int}
 
 
 def parse_run(spec: str) -> tuple[str, dict]:

@@ -141,7 +141,7 @@ def main() -> None:
     ap.add_argument("--trigger", type=int, default=0,
                     help="micro-batch trigger interval in seconds, the same for every strategy (default: the size's)")
     ap.add_argument("--strategies", default=",".join((*STRATEGIES, BASELINE)),
-                    help="comma-separated runs: a strategy, or strategy:name=value (max_wait_s, h_mark) for a variant beside it")
+                    help="comma-separated runs: a strategy, or strategy:name=value (max_wait_s, h_mark, n_invoke) for a variant beside it")
     ap.add_argument("--k", type=int, default=0, help="MESHJOIN's relation segments per cycle (default: the size's)")
     ap.add_argument("--h-mark", type=int, default=0,
                     help="the partitioned strategies' block-granularity mark h_mark in tuples (default: the product's)")

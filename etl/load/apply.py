@@ -6,6 +6,8 @@ it (``updated_batch_seq``), so recovery may apply a logged batch again."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -95,8 +97,13 @@ def delta_table(spark, cfg: EtlConfig, name: str) -> DeltaTable:
 def summarise_outcomes(outcomes: DataFrame, segment_of=None) -> dict:
     """One pass over a logged batch: its size, outcome counts, the first key it allocated (what
     recovery needs), the arrival times its delays are measured from, and, given the layout's
-    ``segment_of``, the ``key_map`` segments its keys live in (``segments``)."""
-    segments = [F.collect_set(segment_of(F.col("source_id"), F.col("natural_key"))).alias("segments")] if segment_of else []
+    ``segment_of``, the ``key_map`` segments its keys live in (``segments``) and the keys it
+    inserts per segment (``new_keys``)."""
+    segment = segment_of(F.col("source_id"), F.col("natural_key")) if segment_of else None
+    segments = [
+        F.collect_set(segment).alias("segments"),
+        F.collect_list(F.when(F.col("outcome") == "new", segment)).alias("new_in"),  # one "new" per new key
+    ] if segment_of else []
     row = outcomes.agg(
         F.count(F.lit(1)).alias("n"),
         *[F.sum((F.col("outcome") == k).cast("long")).alias(k) for k in OUTCOME_COUNTS],
@@ -112,4 +119,5 @@ def summarise_outcomes(outcomes: DataFrame, segment_of=None) -> dict:
         "avg_arrival_s": row["avg_arrival_us"] / 1e6 if row["avg_arrival_us"] is not None else None,
         "p01_arrival_s": row["p01_arrival_us"] / 1e6 if row["p01_arrival_us"] is not None else None,
         "segments": sorted(int(s) for s in row["segments"]) if segment_of else None,
+        "new_keys": dict(Counter(int(s) for s in row["new_in"])) if segment_of else None,
     }

@@ -258,8 +258,8 @@ class Loader:
             F.lit(batch_index).alias("batch_index"),
         ).localCheckpoint(eager=False)
         try:
-            step, logged, segments = self._log(run_key, batch_index, batch_seq, started, next_key, decided)
-            self._apply(decided, segments, held=True)
+            step, logged, summary = self._log(run_key, batch_index, batch_seq, started, next_key, decided)
+            self._apply(decided, summary["segments"], summary["new_keys"], held=True)
         finally:
             decided.unpersist()
         result = step.result()
@@ -278,16 +278,18 @@ class Loader:
                 delay_p99_s=logged - summary["p01_arrival_s"] if summary["p01_arrival_s"] is not None else None,
             )
             self.ledger.record(step, self.strategy.stats(), outcomes=decided)
-        return step, logged, summary["segments"]
+        return step, logged, summary
 
-    def _apply(self, outcomes, segments: list[int] | None = None, held: bool = False) -> None:
-        """Apply a logged batch (its rows: ``outcomes``; the ``key_map`` segments they touch, when
-        the caller has them; ``held``: the rows are a local checkpoint): both MERGEs, each idempotent."""
+    def _apply(self, outcomes, segments: list[int] | None = None, new_keys: dict[int, int] | None = None,
+               held: bool = False) -> None:
+        """Apply a logged batch (its rows: ``outcomes``; the ``key_map`` segments they touch and
+        the keys they insert per segment, when the caller counted them; ``held``: the rows are a
+        local checkpoint): both MERGEs, each idempotent."""
         with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
             changes = key_map_changes(outcomes, self.segment_of).cache()
             merge_key_map(delta_table(self.spark, self.cfg, "key_map"), changes, segments)
             crash_point("load.key_map_merged")
-            self.strategy.keys_committed(changes)
+            self.strategy.keys_committed(changes, new_keys)
             changes.unpersist()
 
             merge_current(delta_table(self.spark, self.cfg, "customer_current"), current_state_rows(outcomes), held=held)

@@ -15,6 +15,8 @@ import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
+from pyspark.sql import functions as F
+
 from etl.core.faults import crash_point
 from etl.io.files import write_json
 from etl.io.tables import read
@@ -26,6 +28,14 @@ UPDATE_COLUMNS = [
     "update_id", "source_id", "natural_key", "op", "name", "email", "city", "balance",
     "source_seq", "event_ts", "arrival_ts", "row_hash",
 ]
+
+
+def new_keys_by_segment(key_map_rows, counted: dict[int, int] | None = None) -> dict[int, int]:
+    """Keys a commit inserted per ``segment_id``: ``counted`` when given, else from the rows."""
+    if counted is not None:
+        return counted
+    return {int(r["segment_id"]): int(r["count"])
+            for r in key_map_rows.where(F.col("is_new")).groupBy("segment_id").count().collect()}
 
 
 @dataclass
@@ -106,8 +116,9 @@ class JoinStrategy(ABC):
         """Release everything still pending."""
         return []
 
-    def keys_committed(self, key_map_rows) -> None:
-        """New or changed ``key_map`` rows were committed (hook for resident copies)."""
+    def keys_committed(self, key_map_rows, new_keys: dict[int, int] | None = None) -> None:
+        """New or changed ``key_map`` rows were committed (hook for resident copies). ``new_keys``:
+        the keys inserted per segment, when the loader counted them already (``new_keys_by_segment``)."""
 
     @abstractmethod
     def stats(self) -> JoinStats:

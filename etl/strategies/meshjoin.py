@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from etl.core.mesh_policy import MeshSchedule, disk_segment_count, disk_segment_of, group_boundaries
 from etl.io.tables import table_bytes
-from etl.strategies.base import KEY, KM_COLUMNS, UPDATE_COLUMNS, JoinStats, JoinStrategy
+from etl.strategies.base import KEY, KM_COLUMNS, UPDATE_COLUMNS, JoinStats, JoinStrategy, new_keys_by_segment
 
 KM = list(KM_COLUMNS)
 
@@ -210,12 +210,12 @@ class MeshJoin(JoinStrategy):
             return
         self.overlay = self.overlay.where(F.col("_at") >= min(self.queued)).localCheckpoint(eager=True)
 
-    def keys_committed(self, km) -> None:
+    def keys_committed(self, km, new_keys: dict[int, int] | None = None) -> None:
         """The last release was committed: record its keys' post-commit values in the overlay."""
         grown = {}
-        for r in km.where(F.col("is_new")).groupBy("segment_id").count().collect():
-            p = self._disk_segment_of(int(r["segment_id"]))
-            grown[p] = grown.get(p, 0) + int(r["count"])
+        for segment, n in new_keys_by_segment(km, new_keys).items():
+            p = self._disk_segment_of(segment)
+            grown[p] = grown.get(p, 0) + n
         for p, n in grown.items():
             self.sizes[p] = self.sizes.get(p, 0) + n
         if self.released is None or not self.queued:

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from etl.core.policy import PartitionPolicy, SegmentSizes, StepArrivals, replay
 from etl.io.tables import read, table_bytes
-from etl.strategies.base import KEY, UPDATE_COLUMNS, JoinStats, JoinStrategy
+from etl.strategies.base import KEY, UPDATE_COLUMNS, JoinStats, JoinStrategy, new_keys_by_segment
 from etl.strategies.partitioned.resident import ResidentSet
 from etl.strategies.partitioned.wait_buffer import WaitBuffer
 from etl.transforms.layout import segment_column
@@ -180,9 +180,9 @@ class PartitionedJoin(JoinStrategy):
             return None
         return reduce(lambda a, c: a.unionByName(c), parts)
 
-    def keys_committed(self, km) -> None:
+    def keys_committed(self, km, new_keys: dict[int, int] | None = None) -> None:
         """Fold a commit's key_map changes into the segment sizes and the resident copy."""
-        grown = {int(r["segment_id"]): int(r["count"]) for r in km.where(F.col("is_new")).groupBy("segment_id").count().collect()}
+        grown = new_keys_by_segment(km, new_keys)
         evicted = self.sizes.grow(grown, self.policy)
         if evicted:
             self._stats.segments_evicted += len(evicted)

@@ -5,6 +5,7 @@ numbering, DESIGN.md §3.3)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -94,6 +95,9 @@ CRASH_RUN = Interval(CRASH_T0, CRASH_T0 + timedelta(minutes=2))
 CRASH_SETTINGS = dict(
     micro_batch_seconds=40, key_domain=300, n_part=8, k=3, d=1, memory_budget=3000, n_invoke=15,
     wait_buffer_tuples=60, tau=50, spark_shuffle_partitions=2, spark_master="local[2]",
+    # These tables are far below deletion_vectors_from_bytes, so the default rewrites;
+    # `ETL_CRASH_DELETION_VECTORS=on make crash-matrix` runs the harness with deletion vectors in use.
+    deletion_vectors=os.environ.get("ETL_CRASH_DELETION_VECTORS", "auto"),
 )
 
 

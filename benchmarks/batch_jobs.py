@@ -44,7 +44,7 @@ T0 = datetime(2026, 11, 22, 6, 0, tzinfo=timezone.utc)
 HANDWRITTEN = "handwritten"  # the baseline of benchmarks/handwritten.py, beside the strategies
 
 
-def measure(spark, cfg: EtlConfig, run: Interval, strategy: str) -> dict:
+def measure(spark, cfg: EtlConfig, run: Interval, strategy: str, label: str | None = None) -> dict:
     """The load of ``run``; per batch after the first (the steady state: the first carries the
     load's start-up), the jobs, commits and seconds between two committed batches, as medians."""
     marks = []
@@ -53,7 +53,7 @@ def measure(spark, cfg: EtlConfig, run: Interval, strategy: str) -> dict:
         marks.append((jobs_started(spark), delta_commits(cfg.warehouse_path), time.perf_counter()))
 
     mark()
-    summary = jobs.load(spark, cfg, run, strategy=strategy.partition(":")[0], progress=mark)
+    summary = jobs.load(spark, cfg, run, strategy=strategy, progress=mark)
     mark()
     steps = list(zip(marks[1:-1], marks[2:-1]))  # batch to batch, without the start-up and the run's end
     per = lambda i: statistics.median(b[i] - a[i] for a, b in steps) if steps else None  # noqa: E731
@@ -62,7 +62,7 @@ def measure(spark, cfg: EtlConfig, run: Interval, strategy: str) -> dict:
     released = [(a, b) for a, b in steps if b[1] - a[1] >= 3]
     per_released = lambda i: statistics.median(b[i] - a[i] for a, b in released) if released else None  # noqa: E731
     return {
-        "strategy": strategy,
+        "strategy": label or strategy,
         "released_steps": len(released),
         "jobs_per_released_batch": per_released(0),
         "seconds_per_released_batch": per_released(2),
@@ -141,9 +141,10 @@ def main() -> None:
                     rows.append(row)
                     continue
                 shutil.copytree(work / "seed", target)
+                name, variant = parse_run(strategy)
                 cfg = base.replace(warehouse_root=str(target / "warehouse"), gx_root=str(target / "gx"),
-                                   runs_root=str(target / "runs"), **parse_run(strategy)[1])
-                row = measure(spark, cfg, run, strategy)
+                                   runs_root=str(target / "runs"), **variant)
+                row = measure(spark, cfg, run, name, label=strategy)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
         options = " ".join(f"--{k} {v}" for k, v in vars(args).items() if k != "out")

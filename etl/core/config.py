@@ -20,6 +20,7 @@ from etl.core.errors import ConfigError
 
 ENV_PREFIX = "ETL_"
 DELETION_VECTOR_MODES = ("auto", "on", "off")
+_OLD_DELETION_VECTORS = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}
 CONFIG_FILE_ENV = "ETL_CONFIG"
 
 
@@ -105,8 +106,9 @@ class EtlConfig:
     extra: Mapping[str, str] = field(default_factory=dict)  # free-form, for site-specific settings
 
     def __post_init__(self) -> None:
-        if isinstance(self.deletion_vectors, bool):  # the setting's old type, from Python callers
-            object.__setattr__(self, "deletion_vectors", "on" if self.deletion_vectors else "off")
+        # The setting was a boolean: true and false (from Python, a file or ETL_*) still mean on and off.
+        mode = str(self.deletion_vectors).strip().lower()
+        object.__setattr__(self, "deletion_vectors", _OLD_DELETION_VECTORS.get(mode, mode))
         _validate(self)
 
     # Resolved paths: a relative setting is taken from the working directory at load time;
@@ -229,9 +231,6 @@ def _coerce(name: str, raw: Any) -> Any:
     """Turn a file or environment value into the field's type, naming the setting on failure."""
     kind = _FIELDS[name].type
     try:
-        if name == "deletion_vectors":  # was a boolean: true and false still mean on and off
-            text = str(raw).strip().lower()
-            return {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}.get(text, text)
         if kind == "bool":
             if isinstance(raw, bool):
                 return raw

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from etl.core.config import EtlConfig
 from warehouse.schemas import TABLES, VIEWS
@@ -116,23 +117,26 @@ def append(df, cfg: EtlConfig, name: str) -> None:
     conform(df, name).write.format("delta").mode("append").save(cfg.table_path(name))
 
 
+def _known_columns(name: str, names) -> StructType:
+    """Table ``name``'s schema, once every one of ``names`` is a column of it."""
+    schema = TABLES[name].schema
+    unknown = set(names) - set(schema.fieldNames())
+    if unknown:
+        raise ValueError(f"table {name} has no column {', '.join(sorted(unknown))}")
+    return schema
+
+
 def row_frame(spark, name: str, values: dict):
     """One row of table ``name`` as a DataFrame; columns missing from ``values`` are null, a name
     the table does not have is an error (a misspelt measurement would otherwise vanish)."""
-    schema = TABLES[name].schema
-    unknown = set(values) - set(schema.fieldNames())
-    if unknown:
-        raise ValueError(f"table {name} has no column {', '.join(sorted(unknown))}")
+    schema = _known_columns(name, values)
     return spark.createDataFrame([tuple(values.get(f.name) for f in schema.fields)], schema)
 
 
 def literal_row(name: str, values: dict, **columns) -> list:
     """The columns of one row of table ``name``: ``values`` as literals, ``columns`` as given
     (aggregates, to be selected by ``DataFrame.agg``), the rest null; as strict as ``row_frame``."""
-    schema = TABLES[name].schema
-    unknown = (set(values) | set(columns)) - set(schema.fieldNames())
-    if unknown:
-        raise ValueError(f"table {name} has no column {', '.join(sorted(unknown))}")
+    schema = _known_columns(name, [*values, *columns])
     return [(columns[f.name] if f.name in columns else F.lit(values.get(f.name))).cast(f.dataType).alias(f.name)
             for f in schema.fields]
 

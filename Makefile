@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup demo test test-pure test-fast test-spark test-e2e test-slow simulate benchmark benchmark-stream crash-matrix airflow-start airflow-stop clean
+.PHONY: setup demo test test-pure test-fast test-spark test-e2e test-slow simulate benchmark benchmark-stream benchmark-targets crash-matrix airflow-start airflow-stop clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh
 	@scripts/setup.sh $(VENV)
@@ -37,6 +37,14 @@ simulate: setup  ## the thesis's Figures 6.5-6.13 from the simulator (about 9 mi
 
 benchmark-stream: setup  ## the always-on loader (etl stream) timed live beside the scheduled way on one stream (about 15 minutes)
 	$(PY) -m benchmarks.stream_live
+
+FULLWORK ?= var/fullwork
+benchmark-targets: setup  ## issue 26's targets at full size (20 M keys) in one run: seed, batch time against the hand-written baseline, the always-on loader (about 2 hours)
+	$(PY) -m benchmarks.strategies --size full --seed-only --work $(FULLWORK)
+	$(PY) -m benchmarks.strategies --size full --rates 1000 --minutes 6 --strategies native,partitioned-range,handwritten \
+	    --work $(FULLWORK) --out docs/results/targets
+	$(PY) -m benchmarks.stream_live --work $(FULLWORK) --rate 1000 --minutes 10 --run-minutes 10 --k 16 \
+	    --modes stream:partitioned-range,stream:meshjoin --out docs/results/targets/stream_live-full.json
 
 benchmark: setup  ## the four strategies and the hand-written baseline in Spark at several rates (small size: about 30 minutes)
 	$(PY) -m benchmarks.strategies --size small --out docs/results/strategies

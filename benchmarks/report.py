@@ -24,7 +24,14 @@ RUNS = (*STRATEGIES, BASELINE)
 
 # Settings a run of --strategies may override, as ``strategy:name=value`` (a variant run beside the
 # plain one on the same stream and seed, e.g. ``partitioned-range:max_wait_s=180``).
-VARIANT_SETTINGS = {"max_wait_s": float, "h_mark": int, "n_invoke": int}
+def _deletion_vectors(value: str) -> str:
+    if value not in ("auto", "on", "off"):
+        raise ValueError(value)
+    return value
+
+
+_deletion_vectors.__name__ = "deletion_vectors (auto, on or off)"
+VARIANT_SETTINGS = {"max_wait_s": float, "h_mark": int, "n_invoke": int, "deletion_vectors": _deletion_vectors}
 
 
 def parse_run(spec: str) -> tuple[str, dict]:
@@ -43,6 +50,14 @@ def parse_run(spec: str) -> tuple[str, dict]:
         return strategy, {name: VARIANT_SETTINGS[name](value)}
     except ValueError:
         raise SystemExit(f"bad run {spec!r}: {value!r} is not a valid {VARIANT_SETTINGS[name].__name__}") from None
+
+
+def partitioned_settings(rate: float, t: int) -> dict:
+    """The partitioned join's settings at an offered rate: its wait buffer holds one trigger
+    interval of arrivals, and a segment is probed once it has an eighth of that pending (the
+    thesis's 3000 of 65536 is 1/22). Every benchmark that runs it at a rate uses these."""
+    wait_buffer = max(100, int(rate * t))
+    return {"wait_buffer_tuples": wait_buffer, "n_invoke": max(10, wait_buffer // 8), "tau": max(50, wait_buffer // 2)}
 
 
 def run_labels(per_rate: dict) -> list[str]:

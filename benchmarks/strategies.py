@@ -59,6 +59,7 @@ from benchmarks.report import (
     cost_model,
     identical_outcomes,
     parse_run,
+    partitioned_settings,
     progress,
     refit,
     replay,
@@ -141,7 +142,7 @@ def main() -> None:
     ap.add_argument("--trigger", type=int, default=0,
                     help="micro-batch trigger interval in seconds, the same for every strategy (default: the size's)")
     ap.add_argument("--strategies", default=",".join((*STRATEGIES, BASELINE)),
-                    help="comma-separated runs: a strategy, or strategy:name=value (max_wait_s, h_mark, n_invoke) for a variant beside it")
+                    help="comma-separated runs: a strategy, or strategy:name=value (max_wait_s, h_mark, n_invoke, deletion_vectors) for a variant beside it")
     ap.add_argument("--k", type=int, default=0, help="MESHJOIN's relation segments per cycle (default: the size's)")
     ap.add_argument("--h-mark", type=int, default=0,
                     help="the partitioned strategies' block-granularity mark h_mark in tuples (default: the product's)")
@@ -262,18 +263,15 @@ def main() -> None:
                 write_so_far(complete=False)
                 continue
             shutil.copytree(seeds[kind].warehouse_path, work / name)
-            # The partitioned join's wait buffer holds one trigger interval of arrivals; a segment
-            # is probed once it has an eighth of that pending (the thesis's 3000 of 65536 is 1/22).
-            wait_buffer = max(100, int(rate * t))
             # The granularity marks keep the product's defaults. Scaled with the rate (h_mark = 4 rate T,
             # tried 2026-11-24 at full size) they kept range in one-window batches that did not keep
             # up (166 updates/s of capacity at 200/s offered): block granularity is what sustains it.
             marks = dict(h_mark=args.h_mark) if args.h_mark else {}
             cfg = seeds[kind].replace(
                 warehouse_root=str(work / name), runs_root=str(work / f"runs-{name}"), landing_root=str(landing),
-                micro_batch_seconds=t, memory_budget=memory_budget, wait_buffer_tuples=wait_buffer,
-                n_invoke=max(10, wait_buffer // 8), tau=max(50, wait_buffer // 2),
-                **{"max_wait_s": args.max_wait_s, **marks, **variant},
+                micro_batch_seconds=t, memory_budget=memory_budget,
+                # A variant's setting wins over the rate's.
+                **{**partitioned_settings(rate, t), "max_wait_s": args.max_wait_s, **marks, **variant},
             )
             t1 = time.time()
             jobs.ingest(spark, cfg, run)
@@ -334,7 +332,8 @@ def main() -> None:
                 sizes = keymap_segment_bytes(spark, seeds[kind])
                 row["belady_fetches"] = belady_fetches([batches[b] for b in sorted(batches)], sizes, memory_budget)
                 row["fetches_over_belady"] = row["probes"] / max(row["belady_fetches"], 1)
-            row["settings"] = {"max_wait_s": cfg.max_wait_s, "h_mark": cfg.h_mark, "l_mark": cfg.l_mark, "k": cfg.k}
+            row["settings"] = {"max_wait_s": cfg.max_wait_s, "h_mark": cfg.h_mark, "l_mark": cfg.l_mark, "k": cfg.k,
+                               "deletion_vectors": cfg.deletion_vectors}
             per_rate[label] = row
             progress(f"rate {rate:g} {label}: {updates} updates in {wall:.0f} s; avg delay {row['avg_delay_s']:.1f} s, "
                      f"{row['keymap_bytes_per_1000_updates'] / 1e6:.2f} MB/1000 updates, "

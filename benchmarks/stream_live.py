@@ -1,6 +1,9 @@
 """The always-on loader timed live, on the wall clock, beside the scheduled way on the same stream.
 
     .venv/bin/python -m benchmarks.stream_live             # about 3 x (minutes + 1) minutes on 2 cores
+    .venv/bin/python -m benchmarks.strategies --size full --seed-only --work /tmp/fullwork   # ~5 min, once
+    .venv/bin/python -m benchmarks.stream_live --work /tmp/fullwork --rate 1000 --minutes 10 --run-minutes 10 \
+        --modes stream:partitioned-range,stream:meshjoin --k 16       # issue 26's always-on targets, full size
 
 Per mode, a warehouse seeded directly (``measures.seed_direct``: ``--keys`` keys) and a stream of
 ``--minutes`` of arrivals at ``--rate`` updates/s stamped from the next whole minute on (written
@@ -11,6 +14,15 @@ each run of ``--run-minutes`` after it closes, ingest then load, in the same ses
 would add three spark-submit starts: this is the scheduled way's best case). Reported per mode:
 per batch Spark jobs, Delta commits and seconds (medians over pieces, per batch), and the
 production delay of every update (its batch's write-ahead commit minus its arrival): avg and p99.
+
+With ``--work DIR`` holding a warehouse seeded by ``benchmarks.strategies --seed-only --work DIR``
+(20 million keys at ``--size full``), each mode loads a copy of it instead of a fresh seed. The join
+memory is a tenth of ``key_map``'s bytes, the partitioned join's wait buffer one window of
+arrivals (``n_invoke`` an eighth of it), MESHJOIN's cycle ``--k`` segments: the settings of
+``benchmarks.strategies``. A mode that falls behind is stopped ``--deadline-minutes`` after its
+stream's end (the piece being loaded finishes, as on SIGTERM): its delays then cover the loaded
+updates, ``unloaded_at_stop`` counts the others, and ``delay_avg_s_all_at_least`` averages over
+every offered update, each unloaded one at its wait until the stop (a lower bound).
 """
 
 from __future__ import annotations
@@ -20,13 +32,15 @@ import json
 import shutil
 import statistics
 import tempfile
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from benchmarks.measures import delta_commits, jobs_started, seed_direct
+from benchmarks.measures import delta_commits, jobs_started, keymap_segment_bytes, seed_direct
+from benchmarks.report import partitioned_settings
 from etl import jobs
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
@@ -45,18 +59,51 @@ def delays(spark, cfg: EtlConfig) -> dict:
     return {"updates": int(row[2]), "delay_avg_s": (row[0] or 0) / 1e6, "delay_p99_s": (row[1] or 0) / 1e6}
 
 
+def unloaded(spark, cfg: EtlConfig, landing: Path, stopped_at: datetime) -> dict:
+    """The offered updates without an outcome when a mode was stopped at its deadline: ingested and
+    waiting, or in landing files not ingested yet. Each has waited at least from its arrival to the
+    stop (malformed lines of files not ingested are counted too: a few in a hundred)."""
+    waiting = (read(spark, cfg, "ingested_updates")
+               .join(read(spark, cfg, "outcome_log").select("update_id"), "update_id", "left_anti").select("arrival_ts"))
+    landed = {r.file_name for r in read(spark, cfg, "landed_files").select("file_name").collect()}
+    rest = [str(p) for p in sorted(landing.rglob("*.jsonl")) if str(p.relative_to(landing)) not in landed]
+    if rest:
+        waiting = waiting.unionByName(spark.read.schema("arrival_ts timestamp").json(rest).where("arrival_ts IS NOT NULL"))
+    row = waiting.agg(F.count("*"), F.sum(F.unix_micros(F.lit(stopped_at)) - F.unix_micros("arrival_ts"))).first()
+    return {"updates": int(row[0]), "waited_s": (row[1] or 0) / 1e6}
+
+
+def seeded(work: Path | None) -> dict | None:
+    """The seed ``benchmarks.strategies --seed-only`` left under ``work`` (its keys, ``n_part``), if any."""
+    marker = work / "seed-range.json" if work else None
+    return json.loads(marker.read_text()) if marker and marker.exists() else None
+
+
 def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     kind, strategy = mode.split(":")
-    cfg = base.replace(warehouse_root=str(work / mode.replace(":", "-") / "warehouse"),
-                       runs_root=str(work / mode.replace(":", "-") / "runs"), join_strategy=strategy)
-    # The first boundary of the schedule at least 45 s away (the seeding's time).
-    start = (datetime.now(timezone.utc) + timedelta(seconds=45 + 59)).replace(second=0, microsecond=0)
+    name = mode.replace(":", "-")
+    cfg = base.replace(warehouse_root=str(work / name / "warehouse"), runs_root=str(work / name / "runs"),
+                       join_strategy=strategy)
+    shutil.rmtree(work / name, ignore_errors=True)
+    if args.seed:
+        shutil.copytree(Path(args.work) / "seed-range", cfg.warehouse_path)
+    # The first boundary of the schedule far enough away for the seeding and the stream's files.
+    lead = 45 + 59 + args.rate * args.minutes * 60 / 20_000  # the generator writes about 20,000 updates/s
+    start = (datetime.now(timezone.utc) + timedelta(seconds=lead)).replace(second=0, microsecond=0)
     start += timedelta(minutes=-start.minute % args.run_minutes)
-    seed_direct(spark, cfg, args.keys, Interval(start - timedelta(minutes=args.run_minutes), start))
-    landing = work / f"landing-{mode.replace(':', '-')}"
-    generate_stream(StreamSpec(start=start, duration_s=60 * args.minutes, rate=args.rate, seed=5, key_domain=args.keys),
-                    landing)
+    if not args.seed:
+        seed_direct(spark, cfg, args.keys, Interval(start - timedelta(minutes=args.run_minutes), start))
+    memory_budget = sum(keymap_segment_bytes(spark, cfg).values()) // 10
+    cfg = cfg.replace(memory_budget=memory_budget, k=args.k, **partitioned_settings(args.rate, args.micro_batch_seconds))
+    landing = work / f"landing-{name}"
+    shutil.rmtree(landing, ignore_errors=True)
+    stream_files = generate_stream(StreamSpec(start=start, duration_s=60 * args.minutes, rate=args.rate, seed=5,
+                                              key_domain=args.keys), landing)
+    offered = stream_files.lines - stream_files.kinds["malformed"]  # malformed lines are rejected at ingest
     cfg = cfg.replace(landing_root=str(landing))
+    late = (datetime.now(timezone.utc) - start).total_seconds()
+    if late > 0:
+        print(f"  {mode}: prepared {late:.0f} s after the stream's start (its first minute is loaded late)", flush=True)
     end = start + timedelta(minutes=args.minutes)
     marks = []
 
@@ -65,11 +112,19 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
         marks.append((jobs_started(spark), delta_commits(cfg.warehouse_path), time.perf_counter(), n))
         print(f"  {mode}: {message}", flush=True)
 
+    deadline = (end - datetime.now(timezone.utc)).total_seconds() + 60 * args.deadline_minutes
     if kind == "stream":
         stream = Stream(spark, cfg, progress=mark)
+        timer = threading.Timer(deadline, stream.stop)
+        timer.start()
         mark("started")
-        stream.run(start=start, until=end)
+        try:
+            stream.run(start=start, until=end)
+        finally:
+            timer.cancel()
+        stopped = stream.stopping
     else:
+        stopped = False
         for i in range(0, args.minutes, args.run_minutes):
             run = Interval(start + timedelta(minutes=i), start + timedelta(minutes=i + args.run_minutes))
             wait = (run.end - datetime.now(timezone.utc)).total_seconds() + cfg.stream_grace_seconds
@@ -80,8 +135,17 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
             mark(f"run: {summary['batches_committed']} batches committed")
     pieces = [(a, b) for a, b in zip(marks, marks[1:]) if b[3]]
     per = lambda i: statistics.median((b[i] - a[i]) / b[3] for a, b in pieces) if pieces else None  # noqa: E731
+    measured = delays(spark, cfg)
+    if stopped:  # the average over every offered update, those left unloaded counted at their wait so far
+        left = unloaded(spark, cfg, landing, datetime.now(timezone.utc))
+        total = measured["delay_avg_s"] * measured["updates"] + left["waited_s"]
+        measured["delay_avg_s_all_at_least"] = total / max(measured["updates"] + left["updates"], 1)
+        measured["unloaded_at_stop"] = left["updates"]
     return {"mode": mode, "batches": sum(b[3] for _, b in pieces), "jobs_per_batch": per(0),
-            "commits_per_batch": per(1), "seconds_per_batch": per(2), **delays(spark, cfg)}
+            "commits_per_batch": per(1), "seconds_per_batch": per(2), **measured,
+            "offered": offered, "stopped_at_deadline": stopped,
+            "settings": {k: getattr(cfg, k) for k in ("micro_batch_seconds", "memory_budget", "wait_buffer_tuples",
+                                                      "n_invoke", "tau", "k", "h_mark", "n_part")}}
 
 
 def main() -> None:
@@ -92,12 +156,23 @@ def main() -> None:
     ap.add_argument("--micro-batch-seconds", type=int, default=20)
     ap.add_argument("--run-minutes", type=int, default=2, help="the schedule's interval, in minutes")
     ap.add_argument("--modes", default="stream:native,stream:partitioned-range,scheduled:native")
+    ap.add_argument("--k", type=int, default=16, help="MESHJOIN's key_map segments per cycle")
+    ap.add_argument("--work", default="",
+                    help="a directory with a seeded warehouse (benchmarks.strategies --seed-only --work DIR) to copy per mode")
+    ap.add_argument("--deadline-minutes", type=float, default=10.0,
+                    help="stop a mode this long after its stream's end, loaded or not")
     ap.add_argument("--out", default="docs/results/stream_live.json")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="bench-stream-live-"))
+    args.seed = seeded(Path(args.work)) if args.work else None
+    if args.work and not args.seed:
+        ap.error(f"--work {args.work} holds no seeded warehouse: run benchmarks.strategies --seed-only --work {args.work}")
+    if args.seed:
+        args.keys = args.seed["keys"]
+    work = Path(tempfile.mkdtemp(prefix="bench-stream-live-", dir=args.work or None))
     base = EtlConfig(
         warehouse_root=str(work / "wh"), gx_root=str(work / "gx"), spark_master="local[2]", spark_shuffle_partitions=2,
         micro_batch_seconds=args.micro_batch_seconds, key_domain=args.keys, schedule=f"*/{args.run_minutes} * * * *",
+        n_part=args.seed["n_part"] if args.seed else EtlConfig().n_part,
     )
     spark = build_spark_session(base, app_name="bench-stream-live", master="local[2]")
     try:
@@ -106,7 +181,7 @@ def main() -> None:
             row = run_mode(spark, base, work, mode, args)
             print(json.dumps(row), flush=True)
             rows.append(row)
-        options = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out")
+        options = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "seed") and v != "")
         result = {"command": f"python -m benchmarks.stream_live {options}", "runs": rows}
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

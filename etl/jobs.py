@@ -168,7 +168,8 @@ def late_lines(spark, cfg: EtlConfig, interval: Interval, move_to=None) -> dict:
     the run's files match what was loaded again and the later run loads the late lines."""
     ensure_tables(spark, cfg)
     if not has_started(spark, cfg, interval.run_key):
-        return {"run_key": interval.run_key, "changes": [], "note": "the run has not loaded: rerun `etl ingest` to read its files again"}
+        return {"run_key": interval.run_key, "changes": [],
+                "note": "the run has not loaded: rerun `etl ingest` to read its files again"}
     scan = scan_landing(cfg.landing_path, interval.start, interval.end)
     changes = landing_changes(spark, cfg, interval, scan.files)
     out = {"run_key": interval.run_key, "changes": [c.__dict__ for c in changes]}

@@ -127,6 +127,7 @@ def test_the_highest_sustained_rate_is_over_every_rate_of_the_report():
     ("handwritten", ("handwritten", {})),
     ("partitioned-range:max_wait_s=180", ("partitioned-range", {"max_wait_s": 180.0})),
     (" partitioned-hash:h_mark=48000", ("partitioned-hash", {"h_mark": 48000})),
+    ("native:deletion_vectors=off", ("native", {"deletion_vectors": "off"})),
 ])
 def test_a_run_is_a_strategy_with_at_most_one_setting_changed(spec, want):
     assert bench.parse_run(spec) == want
@@ -138,6 +139,7 @@ def test_a_run_is_a_strategy_with_at_most_one_setting_changed(spec, want):
     ("partitioned-range:tau=3", "name one of"),
     ("partitioned-range:h_mark", "name one of"),
     ("partitioned-range:h_mark=lots", "not a valid int"),
+    ("native:deletion_vectors=false", "not a valid deletion_vectors"),
 ])
 def test_a_bad_run_is_refused_with_what_is_wrong(spec, says):
     with pytest.raises(SystemExit, match=says):
@@ -173,3 +175,9 @@ def test_identical_outcomes_compares_the_canonical_digests_not_the_counts():
     assert not bench.identical_outcomes(agree)
     # A run without a digest (a report older than digests) proves nothing.
     assert not bench.identical_outcomes({"native": {"outcomes": counts}, "meshjoin": {"outcomes": counts}})
+
+
+def test_the_partitioned_settings_scale_with_one_window_of_arrivals_and_keep_their_floors():
+    assert bench.partitioned_settings(1000, 20) == {"wait_buffer_tuples": 20_000, "n_invoke": 2_500, "tau": 10_000}
+    assert bench.partitioned_settings(200, 60) == {"wait_buffer_tuples": 12_000, "n_invoke": 1_500, "tau": 6_000}
+    assert bench.partitioned_settings(1, 30) == {"wait_buffer_tuples": 100, "n_invoke": 12, "tau": 50}

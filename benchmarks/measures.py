@@ -3,6 +3,7 @@ run (files, segment bytes, and the digest of its decisions that runs of one rate
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 
@@ -19,6 +20,20 @@ from etl.io.tables import append, ensure_tables, read, row_frame
 from etl.load.results import FLUSH_STEP
 from etl.transforms.layout import segment_column
 from etl.transforms.outcomes import with_natural_keys
+
+# Where ``benchmarks.strategies --work DIR`` keeps its seeded warehouse (range layout), and the
+# marker that says what was seeded there (keys, n_part, how): written once the seed is complete.
+SEED_RANGE = "seed-range"
+
+
+def seed_marker(work: Path) -> Path:
+    return Path(work) / f"{SEED_RANGE}.json"
+
+
+def stored_seed(work: Path) -> dict | None:
+    """What a finished seed under ``work`` holds (its marker), or ``None`` when there is none."""
+    marker = seed_marker(work)
+    return json.loads(marker.read_text()) if marker.exists() else None
 
 
 def scratch_spark(name: str):

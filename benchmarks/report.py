@@ -14,6 +14,7 @@ import numpy as np
 
 from benchmarks.batch_cost import MIN_BATCHES, fit_batch_cost, steps
 from etl.core import registry
+from etl.core.config import DELETION_VECTOR_MODES
 from etl.core.interval import Interval
 
 STRATEGIES = registry.NAMES
@@ -22,15 +23,15 @@ STRATEGIES = registry.NAMES
 BASELINE = "handwritten"
 RUNS = (*STRATEGIES, BASELINE)
 
-# Settings a run of --strategies may override, as ``strategy:name=value`` (a variant run beside the
-# plain one on the same stream and seed, e.g. ``partitioned-range:max_wait_s=180``).
 def _deletion_vectors(value: str) -> str:
-    if value not in ("auto", "on", "off"):
+    if value not in DELETION_VECTOR_MODES:
         raise ValueError(value)
     return value
 
 
-_deletion_vectors.__name__ = "deletion_vectors (auto, on or off)"
+_deletion_vectors.__name__ = f"deletion_vectors ({', '.join(DELETION_VECTOR_MODES)})"
+# Settings a run of --strategies may override, as ``strategy:name=value`` (a variant run beside the
+# plain one on the same stream and seed, e.g. ``partitioned-range:max_wait_s=180``).
 VARIANT_SETTINGS = {"max_wait_s": float, "h_mark": int, "n_invoke": int, "deletion_vectors": _deletion_vectors}
 
 

@@ -46,11 +46,14 @@ from pyspark.sql import functions as F
 
 from benchmarks.handwritten import Handwritten, seed, window_files
 from benchmarks.measures import (
+    SEED_RANGE,
     delta_commits,
     jobs_started,
     keymap_segment_bytes,
     outcome_digest,
     seed_direct,
+    seed_marker,
+    stored_seed,
     table_files,
 )
 from benchmarks.report import (
@@ -173,7 +176,7 @@ def main() -> None:
     started = time.time()
 
     base = EtlConfig(
-        warehouse_root=str(work / "seed-range"), landing_root=str(work / "landing-seed"), gx_root=str(work / "gx"),
+        warehouse_root=str(work / SEED_RANGE), landing_root=str(work / "landing-seed"), gx_root=str(work / "gx"),
         runs_root=str(work / "runs-seed"), spark_shuffle_partitions=2, key_domain=size["keys"], n_part=size["n_part"],
         micro_batch_seconds=t, n_invoke=200, wait_buffer_tuples=2000, tau=500, k=k, d=1,
     )
@@ -182,10 +185,10 @@ def main() -> None:
     seed_mode = args.seed or size.get("seed", "stream")
     layouts = ["range"] + (["hash"] if "partitioned-hash" in strategies and not args.seed_only else [])
     progress(f"seeding {size['keys']} keys ({seed_mode}; {' and '.join(layouts)} layouts) under {work}")
-    seeds = {"range": base.replace(warehouse_root=str(work / "seed-range"), micro_batch_seconds=300)}
-    marker = work / "seed-range.json"  # a finished seed under --work is reused (seed once, run many times)
+    seeds = {"range": base.replace(warehouse_root=str(work / SEED_RANGE), micro_batch_seconds=300)}
+    marker = seed_marker(work)  # a finished seed under --work is reused (seed once, run many times)
     wanted = {"keys": size["keys"], "n_part": size["n_part"], "seed": seed_mode}
-    if marker.exists() and json.loads(marker.read_text()) == wanted:
+    if stored_seed(work) == wanted:
         progress(f"reusing the seeded warehouse {seeds['range'].warehouse_path}")
     else:
         marker.unlink(missing_ok=True)

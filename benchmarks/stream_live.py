@@ -39,7 +39,7 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from benchmarks.measures import delta_commits, jobs_started, keymap_segment_bytes, seed_direct
+from benchmarks.measures import SEED_RANGE, delta_commits, jobs_started, keymap_segment_bytes, seed_direct, stored_seed
 from benchmarks.report import partitioned_settings
 from etl import jobs
 from etl.core.config import EtlConfig
@@ -73,12 +73,6 @@ def unloaded(spark, cfg: EtlConfig, landing: Path, stopped_at: datetime) -> dict
     return {"updates": int(row[0]), "waited_s": (row[1] or 0) / 1e6}
 
 
-def seeded(work: Path | None) -> dict | None:
-    """The seed ``benchmarks.strategies --seed-only`` left under ``work`` (its keys, ``n_part``), if any."""
-    marker = work / "seed-range.json" if work else None
-    return json.loads(marker.read_text()) if marker and marker.exists() else None
-
-
 def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     kind, strategy = mode.split(":")
     name = mode.replace(":", "-")
@@ -86,7 +80,7 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
                        join_strategy=strategy)
     shutil.rmtree(work / name, ignore_errors=True)
     if args.seed:
-        shutil.copytree(Path(args.work) / "seed-range", cfg.warehouse_path)
+        shutil.copytree(Path(args.work) / SEED_RANGE, cfg.warehouse_path)
     # The first boundary of the schedule far enough away for the seeding and the stream's files.
     lead = 45 + 59 + args.rate * args.minutes * 60 / 20_000  # the generator writes about 20,000 updates/s
     start = (datetime.now(timezone.utc) + timedelta(seconds=lead)).replace(second=0, microsecond=0)
@@ -163,7 +157,7 @@ def main() -> None:
                     help="stop a mode this long after its stream's end, loaded or not")
     ap.add_argument("--out", default="docs/results/stream_live.json")
     args = ap.parse_args()
-    args.seed = seeded(Path(args.work)) if args.work else None
+    args.seed = stored_seed(Path(args.work)) if args.work else None
     if args.work and not args.seed:
         ap.error(f"--work {args.work} holds no seeded warehouse: run benchmarks.strategies --seed-only --work {args.work}")
     if args.seed:

@@ -1,4 +1,5 @@
-"""Load DAG: ingest -> join_and_load -> validate -> report, once per data interval.
+"""Load DAGs, one per entity of the warehouse model (``etl_load``, and ``etl_load_<entity>`` for
+an entity outside the roots): ingest -> join_and_load -> validate -> report, once per data interval.
 
 ``route`` goes first: an interval the always-on loader (``etl stream``) has loaded skips ingest
 and load (``loaded_by_stream``) and is only validated and reported; while a live stream has yet
@@ -23,64 +24,75 @@ from etl.entrypoints.airflow_support import (
     INTERVAL_ARGS,
     SPARK_CONN_ID,
     STREAM_LOADED,
+    entity_args,
+    entity_configs,
     run_report,
     stream_route,
     submit_conf,
 )
 
-cfg = load_config()
 
-with DAG(
-    dag_id="etl_load",
-    description="Join the landed update stream against key_map, load the warehouse, gate it with GX",
-    schedule=CronDataIntervalTimetable(cfg.schedule, timezone="UTC"),
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
-    max_active_runs=1,  # surrogate keys are allocated in sequence
-    params={
-        "join_strategy": Param(cfg.join_strategy, enum=list(JOIN_STRATEGIES), description="join strategy"),
-        # Only the join strategies' own knobs: whoever may trigger a run must not be able to move
-        # the warehouse, the landing zone or the quality limits (checked again by `etl load`).
-        "strategy_settings": Param(
-            {},
-            **strategy_settings_schema(),
-            description='the join strategy\'s settings for this run only, e.g. {"n_invoke": 500, "memory_budget": 8388608} or {"k": 4}',
-        ),
-    },
-    default_args={"owner": "data-engineering", "retries": 2, "retry_delay": timedelta(minutes=1)},
-    tags=["etl", "warehouse"],
-) as dag:
-    spark_job = dict(conn_id=SPARK_CONN_ID, application=APPLICATION, conf=submit_conf(cfg), name="etl")
+def load_dag(suffix: str, cfg) -> DAG:
+    entity = cfg.entity_model.name
+    with DAG(
+        dag_id=f"etl_load{suffix}",
+        description=f"Join the landed update stream of {entity} against its key_map, load it, gate it with GX",
+        schedule=CronDataIntervalTimetable(cfg.schedule, timezone="UTC"),
+        start_date=datetime(2026, 1, 1),
+        catchup=False,
+        max_active_runs=1,  # surrogate keys are allocated in sequence
+        params={
+            "join_strategy": Param(cfg.join_strategy, enum=list(JOIN_STRATEGIES), description="join strategy"),
+            # Only the join strategies' own knobs: whoever may trigger a run must not be able to move
+            # the warehouse, the landing zone or the quality limits (checked again by `etl load`).
+            "strategy_settings": Param(
+                {},
+                **strategy_settings_schema(),
+                description='the join strategy\'s settings for this run only, e.g. {"n_invoke": 500, "memory_budget": 8388608} or {"k": 4}',
+            ),
+        },
+        default_args={"owner": "data-engineering", "retries": 2, "retry_delay": timedelta(minutes=1)},
+        tags=["etl", "warehouse", f"entity:{entity}"],
+    ) as dag:
+        spark_job = dict(conn_id=SPARK_CONN_ID, application=APPLICATION, conf=submit_conf(cfg), name=f"etl-{entity}")
+        on_entity = entity_args(cfg)
 
-    ingest = SparkSubmitOperator(task_id="ingest", application_args=["ingest", *INTERVAL_ARGS], **spark_job)
-    join_and_load = SparkSubmitOperator(
-        task_id="join_and_load",
-        application_args=[
-            "load",
-            *INTERVAL_ARGS,
-            "--join-strategy",
-            "{{ params.join_strategy }}",
-            "--strategy-settings",
-            "{{ params.strategy_settings | tojson }}",
-        ],
-        **spark_job,
-    )
-    validate = SparkSubmitOperator(
-        task_id="validate", application_args=["validate", *INTERVAL_ARGS],
-        trigger_rule="none_failed_min_one_success",  # after join_and_load, or after the stream loaded it
-        **spark_job,
-    )
+        ingest = SparkSubmitOperator(task_id="ingest", application_args=["ingest", *INTERVAL_ARGS, *on_entity], **spark_job)
+        join_and_load = SparkSubmitOperator(
+            task_id="join_and_load",
+            application_args=[
+                "load",
+                *INTERVAL_ARGS,
+                "--join-strategy",
+                "{{ params.join_strategy }}",
+                "--strategy-settings",
+                "{{ params.strategy_settings | tojson }}",
+                *on_entity,
+            ],
+            **spark_job,
+        )
+        validate = SparkSubmitOperator(
+            task_id="validate", application_args=["validate", *INTERVAL_ARGS, *on_entity],
+            trigger_rule="none_failed_min_one_success",  # after join_and_load, or after the stream loaded it
+            **spark_job,
+        )
 
-    @task.branch(task_id="route")
-    def route(data_interval_start=None, data_interval_end=None) -> str:
-        return stream_route(data_interval_start, data_interval_end)
+        @task.branch(task_id="route")
+        def route(data_interval_start=None, data_interval_end=None) -> str:
+            return stream_route(data_interval_start, data_interval_end, entity=entity)
 
-    loaded_by_stream = EmptyOperator(task_id=STREAM_LOADED)
+        loaded_by_stream = EmptyOperator(task_id=STREAM_LOADED)
 
-    @task(task_id="report")
-    def report(data_interval_start=None, data_interval_end=None) -> dict:
-        return run_report(data_interval_start, data_interval_end)
+        @task(task_id="report")
+        def report(data_interval_start=None, data_interval_end=None) -> dict:
+            return run_report(data_interval_start, data_interval_end, entity=entity)
 
-    route() >> [ingest, loaded_by_stream]
-    ingest >> join_and_load >> validate
-    loaded_by_stream >> validate >> report()
+        route() >> [ingest, loaded_by_stream]
+        ingest >> join_and_load >> validate
+        loaded_by_stream >> validate >> report()
+    return dag
+
+
+# One DAG per entity of the warehouse model, from the model file alone (no Spark, no table read).
+for _suffix, _cfg in entity_configs(load_config()):
+    globals()[f"etl_load{_suffix}"] = load_dag(_suffix, _cfg)

@@ -25,11 +25,13 @@ import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from etl.core.model import Column, Entity, load_model
 from etl.io.landing import landing_file  # noqa: F401  (where the generator writes; re-exported)
 
 CITIES = (
@@ -154,6 +156,126 @@ def initial_content(source_id: str, natural_key: str) -> dict:
     }
 
 
+_EPOCH = datetime(2020, 1, 1, tzinfo=timezone.utc)
+
+
+def _value(column: Column, n: int):
+    """A JSON value of ``column``'s type determined by ``n >= 0`` (one-to-one within a wide range)."""
+    t = column.type
+    if t.kind == "string":
+        return f"{column.name}-{n}"
+    if t.kind == "integer":
+        return n
+    if t.kind == "decimal":
+        return format((Decimal(n % 10 ** (t.precision - t.scale))).scaleb(-t.scale), "f")
+    if t.kind == "date":
+        return (_EPOCH + timedelta(days=n % 2_900_000)).date().isoformat()
+    if t.kind == "timestamp":
+        return _iso(_EPOCH + timedelta(seconds=n % 200_000_000_000))
+    return n % 2 == 1  # boolean
+
+
+class Shape:
+    """How the generator writes one entity's lines: its key fields for a key number, its content.
+    The default customer keeps the stream it always had, byte for byte (``CustomerShape``)."""
+
+    def __init__(self, entity: Entity) -> None:
+        self.entity = entity
+        self.sequence = entity.sequence_column
+
+    def key_fields(self, index: int, key_domain: int) -> dict:
+        """Top-level fields of key number ``index``: a composite key is ``index`` in mixed radix,
+        so ``key_domain`` keys are spread over its columns (the first takes what is left)."""
+        cols = self.entity.key
+        if len(cols) == 1:
+            return {cols[0].name: _value(cols[0], index)}
+        radix = max(2, math.ceil(key_domain ** (1 / len(cols))))
+        digits = []
+        for _ in cols[1:]:
+            index, d = divmod(index, radix)
+            digits.append(d)
+        digits.append(index)
+        return {c.name: _value(c, d) for c, d in zip(cols, reversed(digits))}
+
+    def key_text(self, fields: dict) -> str:
+        return json.dumps([fields[c.name] for c in self.entity.key])
+
+    def initial(self, source_id: str, index: int) -> dict:
+        return {c.name: _value(c, index + len(source_id)) for c in self.entity.attributes}
+
+    def content(self, source_id: str, index: int, rng: np.random.Generator) -> dict:
+        return {c.name: _value(c, int(rng.integers(0, 1 << 30))) for c in self.entity.attributes}
+
+    def sequenced(self, record: dict, event_us: int, counter: int) -> None:
+        """Give a record of an entity sequenced by an attribute that attribute, increasing like
+        ``source_seq``."""
+        if self.sequence is None:
+            return
+        if self.sequence.type.kind == "integer":
+            value = record["source_seq"]
+        else:
+            value = _iso(datetime.fromtimestamp(0, tz=timezone.utc) + timedelta(microseconds=event_us + counter % 100))
+        record["attributes"] = dict(record["attributes"], **{self.sequence.name: value})
+
+    def malformed(self, kind: str, record: dict) -> str:
+        rec = dict(record)
+        first = self.entity.key[0].name
+        others = [c for c in self.entity.attributes if c.name != self.entity.sequence]
+        if kind == "truncated_json":
+            return json.dumps(rec, sort_keys=True)[:25]
+        if kind == "not_an_object":
+            return json.dumps([rec[first], rec["source_seq"]])
+        if kind == "missing_natural_key":
+            rec.pop(first)
+        elif kind == "null_natural_key":
+            rec[first] = None
+        elif kind in ("bad_source_seq", "missing_source_seq") and self.sequence is not None:
+            rec["attributes"] = dict(rec["attributes"], **{self.sequence.name: "seq-x" if kind == "bad_source_seq" else None})
+        elif kind == "bad_source_seq":
+            rec["source_seq"] = "seq-" + str(rec["source_seq"])
+        elif kind == "missing_source_seq":
+            rec.pop("source_seq")
+        elif kind == "bad_balance" and others:
+            c = others[0]
+            rec["attributes"] = dict(rec["attributes"], **{c.name: [1] if c.type.kind == "string" else "lots"})
+        elif kind in ("bad_op", "bad_balance"):
+            rec["op"] = "merge"
+        elif kind == "bad_event_ts":
+            rec["event_ts"] = "yesterday"
+        return json.dumps(rec, sort_keys=True)
+
+
+class CustomerShape(Shape):
+    def key_fields(self, index: int, key_domain: int) -> dict:
+        return {"natural_key": str(index)}
+
+    def key_text(self, fields: dict) -> str:
+        return fields["natural_key"]
+
+    def initial(self, source_id: str, index: int) -> dict:
+        return initial_content(source_id, str(index))
+
+    def content(self, source_id: str, index: int, rng: np.random.Generator) -> dict:
+        natural_key = str(index)
+        return {
+            "name": f"Customer {source_id}-{natural_key}",
+            "email": f"c{natural_key}.{int(rng.integers(0, 1000))}@{source_id}.example",
+            "city": CITIES[int(rng.integers(0, len(CITIES)))],
+            "balance": f"{rng.random() * 10000:.2f}",
+        }
+
+    def malformed(self, kind: str, record: dict) -> str:
+        return _malformed(kind, record)
+
+
+def shape_of(entity: Entity | None) -> Shape:
+    """The customer's own shape for the default model's entity (and any of the same columns)."""
+    default = load_model().entity()
+    if entity is None or (entity.key == default.key and entity.attributes == default.attributes and entity.sequence == default.sequence):
+        return CustomerShape(entity or default)
+    return Shape(entity)
+
+
 def _malformed(kind: str, record: dict) -> str:
     rec = dict(record)
     if kind == "truncated_json":
@@ -182,8 +304,11 @@ def generate_stream(
     landing_root: str | Path,
     overwrite: bool = False,
     progress: Callable[[str], None] | None = None,
+    entity: Entity | None = None,
 ) -> GeneratedStream:
-    """Write the stream as JSON-lines landing files; one file per source and arrival minute."""
+    """Write the stream of ``entity`` (default: the customer) as JSON-lines landing files; one file
+    per source and arrival minute."""
+    shape = shape_of(entity)
     rng = np.random.default_rng(spec.seed)
     landing_root = Path(landing_root)
     total = int(round(spec.rate * spec.duration_s))
@@ -235,35 +360,32 @@ def generate_stream(
         else:
             if draw < c_new:
                 # A key no earlier run has seen: above the domain, unique per arrival microsecond.
-                natural_key = str(spec.key_domain + arrival_us * 10 + (seq_counter[source] % 10))
+                index = spec.key_domain + arrival_us * 10 + (seq_counter[source] % 10)
                 kind = "new_key"
             else:
-                natural_key = str(int(keys[i]))
+                index = int(keys[i])
                 kind = "update"
+            key_fields = shape.key_fields(index, spec.key_domain)
             event_us = arrival_us - int(lags[i] * 1_000_000)
             seq_counter[source] += 1
             source_seq = event_us * 100 + seq_counter[source] % 100
-            key = (source, natural_key)
+            key = (source, shape.key_text(key_fields))
             if c_dup <= draw < c_unch:
-                content = current.get(key) or initial_content(source, natural_key)
+                content = current.get(key) or shape.initial(source, index)
                 kind = "unchanged"
             else:
-                content = {
-                    "name": f"Customer {source}-{natural_key}",
-                    "email": f"c{natural_key}.{int(rng.integers(0, 1000))}@{source}.example",
-                    "city": CITIES[int(rng.integers(0, len(CITIES)))],
-                    "balance": f"{rng.random() * 10000:.2f}",
-                }
+                content = shape.content(source, index, rng)
             op = "delete" if rng.random() < spec.delete_share else "upsert"
             record = {
                 "source_id": source,
-                "natural_key": natural_key,
+                **key_fields,
                 "op": op,
                 "source_seq": source_seq,
                 "event_ts": _iso(datetime.fromtimestamp(event_us / 1_000_000, tz=timezone.utc)),
                 "arrival_ts": _iso(arrival),
                 "attributes": content,
             }
+            shape.sequenced(record, event_us, seq_counter[source])
             if c_unch <= draw < c_bad:
                 kind = "malformed:" + MALFORMED_KINDS[int(rng.integers(0, len(MALFORMED_KINDS)))]
             else:
@@ -272,7 +394,7 @@ def generate_stream(
                 if len(recent[source]) > 1000:
                     recent[source].pop(0)
         if kind.startswith("malformed:"):
-            line = _malformed(kind.split(":", 1)[1], record)
+            line = shape.malformed(kind.split(":", 1)[1], record)
         else:
             line = json.dumps(record, sort_keys=True)
         minute = arrival.replace(second=0, microsecond=0)

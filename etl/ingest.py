@@ -10,13 +10,13 @@ record that makes a loaded file immutable (``landed_files``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from typing import Iterator
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
-    DecimalType,
     LongType,
     StringType,
     StructField,
@@ -26,15 +26,17 @@ from pyspark.sql.types import (
 
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
+from etl.core.model import Entity
 from etl.core.records import Reject, check_line, printable, read_lines
 from etl.core.stream_plan import MINUTE, n_windows
 from etl.io.landing import LandedFile
-from warehouse.schemas import INGESTED_UPDATES, LANDED_FILES, REJECTED_UPDATES
+from warehouse.schemas import DEFAULT_ENTITY, LANDED_FILES, REJECTED_UPDATES, entity_columns, schemas
 
 ROWS_PER_ARROW_BATCH = 8192
 
-# What the executors hand back: one row per non-blank line (kind "line") and one per file ("file").
-CHECKED = StructType(
+# What the executors hand back: one row per non-blank line (kind "line") and one per file ("file");
+# the entity's declared columns go after ``op`` (``checked_schema``).
+_CHECKED_FIXED = StructType(
     [
         StructField("kind", StringType(), False),
         StructField("update_id", StringType()),
@@ -47,10 +49,6 @@ CHECKED = StructType(
         StructField("source_id", StringType()),
         StructField("natural_key", StringType()),
         StructField("op", StringType()),
-        StructField("name", StringType()),
-        StructField("email", StringType()),
-        StructField("city", StringType()),
-        StructField("balance", DecimalType(18, 2)),
         StructField("source_seq", LongType()),
         StructField("event_ts", TimestampType()),
         StructField("arrival_ts", TimestampType()),
@@ -60,6 +58,16 @@ CHECKED = StructType(
         StructField("file_blank_lines", LongType()),
     ]
 )
+
+
+@functools.lru_cache(maxsize=64)
+def checked_schema(entity: Entity) -> StructType:
+    fixed = _CHECKED_FIXED.fields
+    at = _CHECKED_FIXED.fieldNames().index("op") + 1
+    return StructType([*fixed[:at], *entity_columns(entity), *fixed[at:]])
+
+
+CHECKED = checked_schema(DEFAULT_ENTITY)
 FILES = StructType(
     [
         StructField("path", StringType(), False),
@@ -70,7 +78,7 @@ FILES = StructType(
 )
 
 
-def check_file(f: dict, max_record_bytes: int, sources: tuple[str, ...]) -> Iterator[dict]:
+def check_file(f: dict, max_record_bytes: int, sources: tuple[str, ...], entity: Entity = DEFAULT_ENTITY) -> Iterator[dict]:
     """Every non-blank line of one landing file as a ``CHECKED`` row, then the file's row. Streams
     the file (one line in memory, an oversized one cut to ``max_record_bytes``)."""
     digest, size = hashlib.sha256(), [0]
@@ -91,29 +99,28 @@ def check_file(f: dict, max_record_bytes: int, sources: tuple[str, ...]) -> Iter
             try:
                 if oversized:
                     raise Reject("oversized_record")
-                u = check_line(line, f["source_id"], max_record_bytes, sources)
+                u = check_line(line, f["source_id"], max_record_bytes, sources, entity)
             except Reject as exc:
                 row.update(reject_reason=exc.reason, raw_line=printable(line, max_record_bytes))
             else:
                 row.update(
-                    source_id=u.source_id, natural_key=u.natural_key, op=u.op, name=u.name, email=u.email,
-                    city=u.city, balance=u.balance, source_seq=u.source_seq, event_ts=u.event_ts,
-                    arrival_ts=u.arrival_ts or f["minute"],
+                    source_id=u.source_id, natural_key=u.natural_key, op=u.op, source_seq=u.source_seq,
+                    event_ts=u.event_ts, arrival_ts=u.arrival_ts or f["minute"], **u.columns(),
                 )
             yield row
     yield dict(base, kind="file", file_bytes=size[0], file_sha256=digest.hexdigest(), file_lines=lines, file_blank_lines=blank)
 
 
-def _check_partition(max_record_bytes: int, sources: tuple[str, ...]):
+def _check_partition(max_record_bytes: int, sources: tuple[str, ...], entity: Entity):
     def run(batches):
         import pyarrow as pa
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        schema = to_arrow_schema(CHECKED, timezone="UTC")
+        schema = to_arrow_schema(checked_schema(entity), timezone="UTC")
         for batch in batches:
             for f in batch.to_pylist():
                 rows = []
-                for row in check_file(f, max_record_bytes, sources):
+                for row in check_file(f, max_record_bytes, sources, entity):
                     rows.append(row)
                     if len(rows) >= ROWS_PER_ARROW_BATCH:
                         yield pa.RecordBatch.from_pylist(rows, schema=schema)
@@ -129,13 +136,15 @@ def check_landed_files(spark, cfg: EtlConfig, files: list[LandedFile]) -> DataFr
     listed = spark.createDataFrame([(f.path, f.name, f.source_id, f.minute) for f in files], FILES)
     if files:
         listed = listed.repartition(max(1, min(len(files), spark.sparkContext.defaultParallelism * 2)), "name")
-    return listed.mapInArrow(_check_partition(cfg.max_record_bytes, tuple(cfg.sources)), CHECKED)
+    entity = cfg.entity_model
+    return listed.mapInArrow(_check_partition(cfg.max_record_bytes, tuple(cfg.sources), entity), checked_schema(entity))
 
 
-def row_hash(cols=("op", "name", "email", "city", "balance")):
-    """Hash of an update's content (not its sequence or times): equal hash = unchanged content.
-    Injective because ingestion never lets U+0000 or U+0001 into a text field."""
-    parts = [F.coalesce(F.col(c).cast("string"), F.lit("\u0000")) for c in cols]
+def row_hash(entity: Entity = DEFAULT_ENTITY):
+    """Hash of an update's content, ``op`` and the entity's ``compare`` columns (not its sequence or
+    times): equal hash = unchanged content. Injective because ingestion never lets U+0000 or U+0001
+    into a text field, and each column's text is its type's canonical form."""
+    parts = [F.coalesce(F.col(c).cast("string"), F.lit("\u0000")) for c in ("op", *entity.compare)]
     return F.sha2(F.concat_ws("\u0001", *parts), 256)
 
 
@@ -143,7 +152,7 @@ def _conform(df: DataFrame, schema: StructType) -> DataFrame:
     return df.select([F.col(f.name).cast(f.dataType) for f in schema.fields])
 
 
-def to_ingested(valid: DataFrame, interval: Interval, micro_batch_seconds: int) -> DataFrame:
+def to_ingested(valid: DataFrame, interval: Interval, micro_batch_seconds: int, entity: Entity = DEFAULT_ENTITY) -> DataFrame:
     """Valid rows -> the ``ingested_updates`` shape, each with its micro-batch by arrival time,
     kept inside the windows of its landing file's minute (``stream_plan.minute_windows``): a line
     stamped outside its file's minute cannot join a window the always-on loader has loaded."""
@@ -157,12 +166,12 @@ def to_ingested(valid: DataFrame, interval: Interval, micro_batch_seconds: int) 
     batch = F.least(F.greatest(batch, F.lit(0)), F.lit(n_batches - 1)).cast("int")
     out = valid.select(
         F.lit(interval.run_key).alias("run_key"),
-        "update_id", "source_id", "natural_key", "op", "name", "email", "city", "balance",
+        "update_id", "source_id", "natural_key", "op", *(c.name for c in entity.columns),
         "source_seq", "event_ts", "arrival_ts",
-        row_hash().alias("row_hash"),
+        row_hash(entity).alias("row_hash"),
         batch.alias("batch_index"),
     )
-    return _conform(out, INGESTED_UPDATES)
+    return _conform(out, schemas(entity).ingested_updates)
 
 
 def to_rejected(rejected: DataFrame, interval: Interval) -> DataFrame:

@@ -99,7 +99,7 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, updates_wher
         valid = lines.where(F.col("reject_reason").isNull())
         rejected = lines.where(F.col("reject_reason").isNotNull())
         files = checked.where(F.col("kind") == "file")
-        replace_where(to_ingested(valid, interval, cfg.micro_batch_seconds), cfg, "ingested_updates", updates_where)
+        replace_where(to_ingested(valid, interval, cfg.micro_batch_seconds, cfg.entity_model), cfg, "ingested_updates", updates_where)
         crash_point("ingest.ingested_written")
         replace_where(to_rejected(rejected, interval), cfg, "rejected_updates", rejected_where)
         crash_point("ingest.rejected_written")
@@ -241,6 +241,7 @@ def report(cfg: EtlConfig, interval: Interval) -> dict:
     outcomes["rejected"] = ingest_s.get("rejected", 0)
     return {
         "run_key": interval.run_key,
+        "entity": cfg.entity_model.name,
         "strategy": load_s.get("strategy"),
         "updates_in": ingest_s.get("lines", 0),
         "outcomes": outcomes,
@@ -258,9 +259,11 @@ def report(cfg: EtlConfig, interval: Interval) -> dict:
     }
 
 
-def format_report(rep: dict) -> str:
+def format_report(rep: dict, cfg: EtlConfig | None = None) -> str:
+    # The entity is named unless it is the one at the roots (the default customer's demo output).
+    of = f" of {rep['entity']}" if cfg is not None and cfg.entity_model.directory else ""
     lines = [
-        f"run {rep['run_key']} (strategy {rep['strategy']})",
+        f"run {rep['run_key']}{of} (strategy {rep['strategy']})",
         f"  updates in          {rep['updates_in']}",
     ]
     for name in ("matched", "new", "duplicate", "stale", "rejected"):

@@ -24,7 +24,7 @@ from etl.io.layout_store import PENDING, load_layout, settle_pending_layout, wri
 from etl.io.lock import LoadLock
 from etl.io.tables import ensure_tables, read
 from etl.transforms.layout import segment_column, slot_column
-from warehouse.schemas import TABLES
+from warehouse.schemas import KEY_MAP, tables
 
 log = logging.getLogger(__name__)
 STEPS = ("rebalance", "optimize", "vacuum")
@@ -90,7 +90,7 @@ def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8) -> dict:
     write_layout(cfg, plan.layout, PENDING)
     predicate = f"segment_id IN ({', '.join(str(s) for s in touched)})"
     (
-        moved.select(TABLES["key_map"].schema.fieldNames())
+        moved.select(KEY_MAP.fieldNames())
         .write.format("delta")
         .mode("overwrite")
         .option("replaceWhere", predicate)
@@ -126,7 +126,7 @@ def relayout(spark, cfg: EtlConfig) -> dict:
     write_layout(cfg, layout, PENDING)
     (
         km.withColumn("segment_id", seg(F.col("source_id"), F.col("natural_key")))
-        .select(TABLES["key_map"].schema.fieldNames())
+        .select(KEY_MAP.fieldNames())
         .write.format("delta")
         .mode("overwrite")
         .save(cfg.table_path("key_map"))
@@ -141,7 +141,7 @@ def relayout(spark, cfg: EtlConfig) -> dict:
 
 def optimize(spark, cfg: EtlConfig) -> dict:
     out = {}
-    for name in TABLES:
+    for name in tables(cfg.entity_model):
         metrics = DeltaTable.forPath(spark, cfg.table_path(name)).optimize().executeCompaction().first()
         m = metrics["metrics"] if metrics is not None else None
         out[name] = {"files_removed": int(m["numFilesRemoved"]), "files_added": int(m["numFilesAdded"])} if m else {}
@@ -149,9 +149,10 @@ def optimize(spark, cfg: EtlConfig) -> dict:
 
 
 def vacuum(spark, cfg: EtlConfig) -> dict:
-    for name in TABLES:
+    names = list(tables(cfg.entity_model))
+    for name in names:
         DeltaTable.forPath(spark, cfg.table_path(name)).vacuum(float(cfg.vacuum_retention_hours))
-    return {"step": "vacuum", "retention_hours": cfg.vacuum_retention_hours, "tables": list(TABLES)}
+    return {"step": "vacuum", "retention_hours": cfg.vacuum_retention_hours, "tables": names}
 
 
 def check_steps(steps) -> list[str]:

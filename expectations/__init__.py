@@ -1,5 +1,6 @@
-"""Expectation suites as Python code. Each module exposes ``SUITES``: table -> expectation factory."""
+"""Expectation suites as Python code: ``suites(entity)`` gives frame -> expectation factory for one
+entity's warehouse (``SUITES``: the default customer entity's)."""
 
-from expectations.warehouse_suite import SUITES
+from expectations.warehouse_suite import SUITES, suites
 
-__all__ = ["SUITES"]
+__all__ = ["SUITES", "suites"]

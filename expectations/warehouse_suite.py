@@ -2,7 +2,10 @@
 
 - ``key_map``: keys never null; one surrogate key per natural key and one natural key per
   surrogate key (DESIGN.md §3.2).
-- ``customer_current``: one row per surrogate key.
+- the entity's table (``<name>_current``): one row per surrogate key; (``<name>_history``): one
+  row per version of a surrogate key;
+- ``<name>_history_validity`` (history entities): one row per surrogate key with its count of
+  open versions (exactly 1), and of overlaps and gaps between consecutive versions (0 each);
 - ``run_conservation``: one row per counting identity of the run (updates in = sum of outcomes,
   and the identities between stages); ``expected`` must equal ``actual`` (DESIGN.md §3.1).
 
@@ -10,6 +13,10 @@ Factories, not instances: great_expectations is imported only when a suite is bu
 """
 
 from __future__ import annotations
+
+from etl.core.model import Entity, load_model
+
+DEFAULT_ENTITY = load_model().entity()
 
 
 def key_map_suite() -> list:
@@ -22,13 +29,30 @@ def key_map_suite() -> list:
     ]
 
 
-def customer_current_suite() -> list:
+def entity_table_suite(entity: Entity):
+    def build() -> list:
+        import great_expectations.expectations as gxe
+
+        not_null = ["surrogate_key", "source_id", "natural_key", *(c.name for c in entity.key_columns_stored)]
+        if entity.history == "current":
+            unique = [gxe.ExpectColumnValuesToBeUnique(column="surrogate_key"),
+                      gxe.ExpectCompoundColumnsToBeUnique(column_list=["source_id", "natural_key"])]
+        else:
+            unique = [gxe.ExpectCompoundColumnsToBeUnique(column_list=["surrogate_key", "source_seq"])]
+        return [*[gxe.ExpectColumnValuesToNotBeNull(column=c) for c in not_null], *unique]
+
+    return build
+
+
+def history_validity_suite() -> list:
     import great_expectations.expectations as gxe
 
     return [
-        gxe.ExpectColumnValuesToNotBeNull(column="surrogate_key"),
-        gxe.ExpectColumnValuesToBeUnique(column="surrogate_key"),
-        gxe.ExpectCompoundColumnsToBeUnique(column_list=["source_id", "natural_key"]),
+        gxe.ExpectColumnValuesToBeBetween(column="open_versions", min_value=1, max_value=1),
+        gxe.ExpectColumnValuesToBeBetween(column="last_open", min_value=1, max_value=1),
+        gxe.ExpectColumnValuesToBeBetween(column="overlaps", min_value=0, max_value=0),
+        gxe.ExpectColumnValuesToBeBetween(column="gaps", min_value=0, max_value=0),
+        gxe.ExpectColumnValuesToBeBetween(column="inverted", min_value=0, max_value=0),
     ]
 
 
@@ -41,8 +65,13 @@ def run_conservation_suite() -> list:
     ]
 
 
-SUITES = {
-    "key_map": key_map_suite,
-    "customer_current": customer_current_suite,
-    "run_conservation": run_conservation_suite,
-}
+def suites(entity: Entity) -> dict:
+    """The suites of one entity's warehouse, by the frame each validates."""
+    out = {"key_map": key_map_suite, entity.table: entity_table_suite(entity)}
+    if entity.history == "history":
+        out[f"{entity.table}_validity"] = history_validity_suite
+    out["run_conservation"] = run_conservation_suite
+    return out
+
+
+SUITES = suites(DEFAULT_ENTITY)

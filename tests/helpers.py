@@ -14,11 +14,11 @@ from chispa import assert_df_equality
 
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
-from etl.core.oracle import decide
+from etl.core.oracle import decide, entity_rows
 from etl.io.landing import landing_file
 from etl.io.tables import read
 from etl.transforms.outcomes import with_natural_keys
-from warehouse.schemas import DETERMINISTIC_TABLES
+from warehouse.schemas import deterministic_tables as deterministic
 
 ROOT = Path(__file__).resolve().parents[1]
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
@@ -64,7 +64,25 @@ def assert_equals_oracle(spark, cfg) -> None:
         )
 
 
-# Columns that record how a run was cut into releases, not what it decided.
+def assert_entity_equals_oracle(spark, cfg) -> None:
+    """The entity's table (current or history) holds exactly the rows the reference expects from
+    the ingested updates, with the surrogate keys ``key_map`` gives their natural keys."""
+    entity = cfg.entity_model
+    updates = [r.asDict() for r in read(spark, cfg, "ingested_updates").collect()]
+    decisions, final = decide(updates)
+    expected = entity_rows(updates, decisions, tuple(c.name for c in entity.columns), entity.history)
+    km = {(r.source_id, r.natural_key): r.surrogate_key for r in read(spark, cfg, "key_map").collect()}
+    got = [r.asDict() for r in read(spark, cfg, entity.table).drop("updated_batch_seq").collect()]
+    for row in expected:
+        row["surrogate_key"] = km[(row["source_id"], row["natural_key"])]
+    order = ("surrogate_key", "source_seq") if entity.history == "history" else ("surrogate_key",)
+    key = lambda r: tuple(r[c] for c in order)  # noqa: E731
+    assert sorted(got, key=key) == sorted(expected, key=key)
+    assert {k: v.surrogate_key for k, v in final.items()}.keys() == km.keys()
+
+
+# Columns that record how a run was cut into releases, not what it decided (the entity's table:
+# its updated_batch_seq, whatever its name).
 BOOKKEEPING = {
     "key_map": ("created_batch_seq", "updated_batch_seq", "segment_id"),  # segment_id: placement, by layout
     "customer_current": ("updated_batch_seq",),
@@ -76,15 +94,17 @@ BOOKKEEPING = {
 
 def canonical(spark, cfg, name: str):
     """``name`` with each surrogate key replaced by the natural key it stands for."""
-    df = read(spark, cfg, name).drop(*BOOKKEEPING.get(name, ()))
+    entity_table = ("updated_batch_seq",) if name == cfg.entity_model.table else ()
+    df = read(spark, cfg, name).drop(*BOOKKEEPING.get(name, entity_table))
     if "surrogate_key" in df.columns:
         df = with_natural_keys(df, read(spark, cfg, "key_map"))
     return df.select(sorted(df.columns)).orderBy(*sorted(df.columns))
 
 
-def assert_same_warehouse(spark, a, b, tables=tuple(BOOKKEEPING)) -> None:
+def assert_same_warehouse(spark, a, b, tables=None) -> None:
     """Warehouses ``a`` and ``b`` hold the same rows up to the numbering of keys allocated."""
-    for name in tables:
+    entity_table = a.entity_model.table
+    for name in tables or [n if n != "customer_current" else entity_table for n in BOOKKEEPING]:
         assert_df_equality(canonical(spark, a, name), canonical(spark, b, name), ignore_nullable=True)
 
 
@@ -116,7 +136,7 @@ def crash_settings_json(cfg: EtlConfig) -> str:
 
 def deterministic_tables(spark, cfg) -> dict:
     """Every table whose content is a pure function of input and starting state, as sorted rows."""
-    return {name: sorted(read(spark, cfg, name).collect()) for name in DETERMINISTIC_TABLES}
+    return {name: sorted(read(spark, cfg, name).collect()) for name in deterministic(cfg.entity_model)}
 
 
 def start_from(ingested: Path, root: Path) -> None:
@@ -138,8 +158,9 @@ SEEDED_SETTINGS = dict(
 
 def copy_of(seed: EtlConfig, tmp_path, name: str) -> EtlConfig:
     """A copy of the warehouse of ``seed`` under ``tmp_path/name``, with its own runs."""
-    shutil.copytree(seed.warehouse_path, tmp_path / name / "warehouse")
-    return seed.replace(warehouse_root=str(tmp_path / name / "warehouse"), runs_root=str(tmp_path / name / "runs"))
+    copy = seed.replace(warehouse_root=str(tmp_path / name / "warehouse"), runs_root=str(tmp_path / name / "runs"))
+    shutil.copytree(seed.warehouse_path, copy.warehouse_path)
+    return copy
 
 
 class FakeClock:

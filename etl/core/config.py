@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from etl.core import registry
 from etl.core.errors import ConfigError
+from etl.core.model import Entity, Model, load_model
 
 ENV_PREFIX = "ETL_"
 DELETION_VECTOR_MODES = ("auto", "on", "off")
@@ -36,6 +37,12 @@ class EtlConfig:
     # (exclusive create, atomic rename), so a shared filesystem, never object storage. Empty means
     # ``<warehouse_root>/_meta``; required when warehouse_root is an object-store URI (s3a://...).
     meta_root: str = ""
+    # The warehouse model (etl.core.model, docs/model.md): the entities, their keys, columns and
+    # history. Empty: warehouse/models/customer.toml. ``entity`` picks the one this
+    # configuration loads (empty: the first declared); each entity's tables, landing zone, lock,
+    # GX, runs and reports live in its own directory under the roots above.
+    model_file: str = ""
+    entity: str = ""
 
     # --- Spark ---
     spark_master: str = "local[*]"
@@ -110,6 +117,7 @@ class EtlConfig:
         mode = str(self.deletion_vectors).strip().lower()
         object.__setattr__(self, "deletion_vectors", _OLD_DELETION_VECTORS.get(mode, mode))
         _validate(self)
+        self.entity_model  # a bad model file or entity name fails here, naming the field
 
     # Resolved paths: a relative setting is taken from the working directory at load time;
     # ``file://`` URIs are local paths too.
@@ -122,40 +130,58 @@ class EtlConfig:
         return Path(value).expanduser().resolve()
 
     @property
+    def model(self) -> Model:
+        return load_model(self.model_file or None)
+
+    @property
+    def entity_model(self) -> Entity:
+        return self.model.entity(self.entity)
+
+    def _scoped(self, root: Path) -> Path:
+        directory = self.entity_model.directory
+        return root / directory if directory else root
+
+    def for_entity(self, name: str) -> "EtlConfig":
+        """This configuration for entity ``name`` of its model, with the entity's own settings."""
+        entity = self.model.entity(name)
+        return self.replace(entity=entity.name, **entity_settings(entity, self.model_file))
+
+    @property
     def warehouse_on_object_store(self) -> bool:
         return _scheme(self.warehouse_root) not in ("", "file")
 
     @property
     def warehouse_path(self) -> Path:
-        """The warehouse as a local path (only when it is on a POSIX filesystem)."""
-        return self.path("warehouse_root")
+        """The entity's warehouse as a local path (only when it is on a POSIX filesystem)."""
+        return self._scoped(self.path("warehouse_root"))
 
     @property
     def warehouse_uri(self) -> str:
         """What Spark and Delta are given: an absolute path, or the object-store URI as set."""
         if self.warehouse_on_object_store:
-            return self.warehouse_root.rstrip("/")
+            directory = self.entity_model.directory
+            return self.warehouse_root.rstrip("/") + (f"/{directory}" if directory else "")
         return str(self.warehouse_path)
 
     @property
     def meta_path(self) -> Path:
-        return self.path("meta_root") if self.meta_root else self.warehouse_path / "_meta"
+        return self._scoped(self.path("meta_root")) if self.meta_root else self.warehouse_path / "_meta"
 
     @property
     def landing_path(self) -> Path:
-        return self.path("landing_root")
+        return self._scoped(self.path("landing_root"))
 
     @property
     def gx_path(self) -> Path:
-        return self.path("gx_root")
+        return self._scoped(self.path("gx_root"))
 
     @property
     def runs_path(self) -> Path:
-        return self.path("runs_root")
+        return self._scoped(self.path("runs_root"))
 
     @property
     def reports_path(self) -> Path:
-        return self.path("reports_root")
+        return self._scoped(self.path("reports_root"))
 
     def table_path(self, table: str) -> str:
         return f"{self.warehouse_uri}/{table}"
@@ -320,18 +346,36 @@ def strategy_settings_schema() -> dict[str, Any]:
     return {"type": "object", "properties": props, "additionalProperties": False}
 
 
+def entity_settings(entity: Entity, model_file: str = "") -> dict[str, Any]:
+    """The settings ``entity`` declares (its join strategy, sources and join parameters), typed."""
+    origin = f"model file {load_model(model_file or None).path!r}, entity {entity.name!r}, settings"
+    try:
+        out = _from_mapping(entity.settings, origin)
+    except ConfigError as exc:
+        raise ConfigError(str(exc) if str(exc).startswith(origin) else f"{origin}: {exc}") from None
+    if entity.join_strategy:
+        out["join_strategy"] = entity.join_strategy
+    if entity.sources:
+        out["sources"] = entity.sources
+    return out
+
+
 def load_config(
     path: str | os.PathLike[str] | None = None,
     env: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> EtlConfig:
-    """Defaults < file (``path`` or ``$ETL_CONFIG``) < ``ETL_*`` environment < ``overrides``."""
+    """Defaults < file (``path`` or ``$ETL_CONFIG``) < ``ETL_*`` environment < the entity's
+    settings in the model < ``overrides``."""
     env = os.environ if env is None else env
     merged: dict[str, Any] = {}
     file_path = path or env.get(CONFIG_FILE_ENV)
     if file_path:
         merged.update(read_file(file_path))
     merged.update(read_env(env))
-    if overrides:
-        merged.update(_from_mapping({k: v for k, v in overrides.items() if v is not None}, "override"))
+    given = _from_mapping({k: v for k, v in (overrides or {}).items() if v is not None}, "override")
+    scope = {k: given.get(k, merged.get(k, "")) for k in ("model_file", "entity")}
+    entity = load_model(scope["model_file"] or None).entity(scope["entity"])
+    merged.update(entity_settings(entity, scope["model_file"]))
+    merged.update(given)
     return EtlConfig(**merged)

@@ -55,3 +55,37 @@ def decide(
             known.last_source_seq, known.row_hash = seq, digest
         decisions.append(Decision(u["update_id"], outcome, reason, known.surrogate_key))
     return decisions, state
+
+
+def entity_rows(updates: Iterable[Mapping], decisions: Iterable[Decision], columns: tuple[str, ...],
+                history: str) -> list[dict]:
+    """The entity's table the reference expects after ``updates`` (the rows of ``ingested_updates``,
+    with the entity's declared ``columns``) were decided as ``decisions``: for ``current``, each
+    key's last applied update; for ``history``, one version per applied update, ordered by
+    ``source_seq``, valid from its ``event_ts`` or its predecessor's start if later, to the next
+    version's start (DESIGN.md §3 and docs/model.md, "History")."""
+    by_id = {u["update_id"]: u for u in updates}
+    applied: dict[int, list[Mapping]] = {}
+    for d in decisions:  # in arrival order
+        if d.outcome in ("new", "matched"):
+            applied.setdefault(d.surrogate_key, []).append(by_id[d.update_id])
+    rows = []
+    for sk, ups in applied.items():
+        def row(u: Mapping) -> dict:
+            return {"surrogate_key": sk, "source_id": u["source_id"], "natural_key": u["natural_key"],
+                    **{c: u[c] for c in columns}, "is_deleted": u["op"] == "delete", "row_hash": u["row_hash"],
+                    "event_ts": u["event_ts"], "arrival_ts": u["arrival_ts"]}
+        if history == "current":
+            last = ups[-1]
+            rows.append({**row(last), "last_source_seq": int(last["source_seq"])})
+            continue
+        versions = sorted(ups, key=lambda u: int(u["source_seq"]))
+        starts, start = [], None
+        for u in versions:
+            start = u["event_ts"] if start is None else max(start, u["event_ts"])
+            starts.append(start)
+        for i, u in enumerate(versions):
+            last = i == len(versions) - 1
+            rows.append({**row(u), "source_seq": int(u["source_seq"]), "valid_from": starts[i],
+                         "valid_to": None if last else starts[i + 1], "is_current": last})
+    return rows

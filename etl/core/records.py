@@ -23,10 +23,12 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal, InvalidOperation
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
+
+from etl.core.model import Column, ColumnType, Entity, encode_key, load_model
 
 REJECT_REASONS = (
     "oversized_record",  # longer than max_record_bytes
@@ -39,28 +41,29 @@ REJECT_REASONS = (
     "bad_source_id",  # not a string, or a control character in it
     "source_mismatch",  # differs from the landing path's source_id=
     "unknown_source",  # not in the setting ``sources`` (when it is set)
-    "missing_natural_key",
-    "bad_natural_key",  # not a string or an integer, or a control character in it
-    "oversized_natural_key",
+    "missing_natural_key",  # a key column missing, null or blank
+    "bad_natural_key",  # a key column of the wrong type, or a control character in a text one
+    "oversized_natural_key",  # a text key column longer than MAX_NATURAL_KEY_CHARS
     "bad_op",
-    "bad_source_seq",
+    "bad_source_seq",  # the sequence column (source_seq, or the entity's) missing or not a sequence
     "bad_event_ts",
     "bad_arrival_ts",
     "bad_attributes",  # ``attributes`` is not an object
-    "bad_attribute_type",  # an attribute of the wrong JSON type (or a non-numeric balance)
-    "bad_attribute_value",  # right type, value not storable: a balance past decimal(18,2), a NUL
+    "bad_attribute_type",  # an attribute of the wrong JSON type (a non-numeric decimal, a date not YYYY-MM-DD)
+    "bad_attribute_value",  # right type, value not storable: past its decimal(p,s) or 64 bits, a NUL
 )
 MAX_NATURAL_KEY_CHARS = 256
 BOM = b"\xef\xbb\xbf"
-TEXT_ATTRIBUTES = ("name", "email", "city")
-BALANCE_SCALE = Decimal("0.01")
-BALANCE_LIMIT = Decimal(10) ** 16  # decimal(18,2): 16 digits before the point
 MAX_SOURCE_SEQ = 2**63 - 1
+MIN_INTEGER = -(2**63)
 _DIGITS = re.compile(r"[0-9]{1,19}")
+_INTEGER_TEXT = re.compile(r"-?[0-9]{1,19}")
+_DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _DECIMAL_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 # C0 controls but tab, newline and carriage return, and DEL: not storable as text everywhere
 # (PostgreSQL refuses NUL), and the row hash separates fields with U+0000/U+0001.
 _BAD_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_MICROSECOND = timedelta(microseconds=1)
 
 
 class Reject(Exception):
@@ -77,15 +80,17 @@ class Update:
     """A valid line's typed content (the ``ingested_updates`` columns the line determines)."""
 
     source_id: str
-    natural_key: str
+    natural_key: str  # the key's one text (``model.encode_key``)
     op: str
-    name: str | None
-    email: str | None
-    city: str | None
-    balance: Decimal | None
     source_seq: int
     event_ts: datetime
     arrival_ts: datetime | None  # None: the line's file minute
+    key: dict = field(default_factory=dict)  # typed key parts, by column
+    attributes: dict = field(default_factory=dict)  # typed attributes, by column (missing: None)
+
+    def columns(self) -> dict:
+        """The declared columns a row carries (keys other than ``natural_key``, then attributes)."""
+        return {**{k: v for k, v in self.key.items() if k != "natural_key"}, **self.attributes}
 
 
 def split_lines(content: bytes) -> Iterator[tuple[int, bytes | None]]:
@@ -248,22 +253,34 @@ def _source_seq(value: Any) -> int:
     return seq
 
 
-def _balance(value: Any) -> Decimal | None:
-    if value is None:
-        return None
-    amount = _number(value, _DECIMAL_TEXT, Decimal, "bad_attribute_type", (int, Decimal))
+def _decimal(value: Any, t: ColumnType, reason_type: str, reason_value: str) -> Decimal:
+    amount = _number(value, _DECIMAL_TEXT, Decimal, reason_type, (int, Decimal))
     try:
-        exact = amount.quantize(BALANCE_SCALE)
+        exact = amount.quantize(Decimal(1).scaleb(-t.scale))
     except InvalidOperation:  # more digits than the decimal context holds
-        raise Reject("bad_attribute_value") from None
-    if exact != amount or abs(exact) >= BALANCE_LIMIT:
-        raise Reject("bad_attribute_value")  # would be rounded, or does not fit decimal(18,2)
+        raise Reject(reason_value) from None
+    if exact != amount or abs(exact) >= Decimal(10) ** (t.precision - t.scale):
+        raise Reject(reason_value)  # would be rounded, or does not fit decimal(p,s)
     return exact
 
 
-def _text_attribute(value: Any) -> str | None:
-    if value is None:
-        return None
+def _integer(value: Any, reason_type: str, reason_value: str) -> int:
+    number = _number(value, _INTEGER_TEXT, int, reason_type)
+    if not MIN_INTEGER <= number <= MAX_SOURCE_SEQ:
+        raise Reject(reason_value)
+    return number
+
+
+def _date(value: Any, reason: str) -> date:
+    if not isinstance(value, str) or not _DATE_TEXT.fullmatch(value):
+        raise Reject(reason)
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise Reject(reason) from None
+
+
+def _text_attribute(value: Any) -> str:
     if not isinstance(value, str):
         raise Reject("bad_attribute_type")
     _utf8(value)
@@ -272,46 +289,155 @@ def _text_attribute(value: Any) -> str | None:
     return value
 
 
-def check_record(rec: dict, path_source_id: str, sources: tuple[str, ...] = ()) -> Update:
+def _attribute_check(t: ColumnType) -> Callable[[Any], Any]:
+    """The typed value of a present, non-null attribute of type ``t``, or ``Reject``."""
+    kind = t.kind
+    if kind == "string":
+        return _text_attribute
+    if kind == "integer":
+        return lambda v: _integer(v, "bad_attribute_type", "bad_attribute_value")
+    if kind == "decimal":
+        return lambda v: _decimal(v, t, "bad_attribute_type", "bad_attribute_value")
+    if kind == "date":
+        return lambda v: _date(v, "bad_attribute_type")
+    if kind == "timestamp":
+        return lambda v: _timestamp(v, "bad_attribute_type")
+    if kind == "boolean":
+        return _boolean_attribute
+    raise AssertionError(kind)  # pragma: no cover
+
+
+def _boolean_attribute(value: Any) -> bool:
+    if not isinstance(value, bool):  # JSON's true, never 1 or "true"
+        raise Reject("bad_attribute_type")
+    return value
+
+
+def _key_part_check(t: ColumnType) -> Callable[[Any], tuple[Any, str]]:
+    """A present key part of type ``t``: its typed value and its canonical text, or ``Reject``."""
+    kind = t.kind
+
+    def typed(v):
+        if kind == "string":
+            text = _key_text(v, "missing_natural_key", "bad_natural_key", integers=True)
+            if len(text) > MAX_NATURAL_KEY_CHARS:
+                raise Reject("oversized_natural_key")
+            return text, text
+        if isinstance(v, str) and is_blank(v):
+            raise Reject("missing_natural_key")
+        if kind == "integer":
+            n = _integer(v, "bad_natural_key", "bad_natural_key")
+            return n, str(n)
+        if kind == "decimal":
+            d = _decimal(v, t, "bad_natural_key", "bad_natural_key")
+            return d, format(d, "f")
+        if kind == "date":
+            d = _date(v, "bad_natural_key")
+            return d, d.isoformat()
+        if kind == "timestamp":
+            ts = _timestamp(v, "bad_natural_key")
+            return ts, ts.isoformat()
+        if kind == "boolean":
+            if not isinstance(v, bool):
+                raise Reject("bad_natural_key")
+            return v, "true" if v else "false"
+        raise AssertionError(kind)  # pragma: no cover
+
+    return typed
+
+
+@dataclass(frozen=True)
+class EntityRules:
+    """An entity's line rules, built once per entity (the executors check millions of lines)."""
+
+    key: tuple[tuple[str, Callable], ...]
+    attributes: tuple[tuple[str, Callable], ...]
+    sequence: Column | None
+
+    @classmethod
+    def of(cls, entity: Entity) -> "EntityRules":
+        return cls(
+            tuple((c.name, _key_part_check(c.type)) for c in entity.key),
+            tuple((c.name, _attribute_check(c.type)) for c in entity.attributes),
+            entity.sequence_column,
+        )
+
+
+_RULES: dict[Entity, EntityRules] = {}
+
+
+def rules(entity: Entity | None = None) -> EntityRules:
+    entity = entity or load_model().entity()
+    if entity not in _RULES:
+        _RULES[entity] = EntityRules.of(entity)
+    return _RULES[entity]
+
+
+def _sequence(attributes: Any, column: Column | None, value: Any) -> int:
+    """The line's sequence: ``source_seq``, or the entity's sequence attribute (a timestamp as
+    microseconds since 1970)."""
+    if column is None:
+        return _source_seq(value)
+    raw = attributes.get(column.name) if isinstance(attributes, dict) else None
+    if raw is None:
+        raise Reject("bad_source_seq")
+    if column.type.kind == "integer":
+        return _source_seq(raw)
+    ts = _timestamp(raw, "bad_source_seq")
+    micros = (ts - datetime(1970, 1, 1, tzinfo=timezone.utc)) // _MICROSECOND
+    if not 0 <= micros <= MAX_SOURCE_SEQ:
+        raise Reject("bad_source_seq")
+    return micros
+
+
+def check_record(rec: dict, path_source_id: str, sources: tuple[str, ...] = (), entity: Entity | None = None) -> Update:
     """The typed update of a parsed object, or ``Reject`` (checks in ``REJECT_REASONS`` order).
-    Fields not named here are ignored, at any level."""
+    Fields the entity does not declare are ignored, at any level."""
+    r = rules(entity)
     source_id = _key_text(rec.get("source_id"), "missing_source_id", "bad_source_id", integers=False)
     if source_id != path_source_id:
         raise Reject("source_mismatch")
     if sources and source_id not in sources:
         raise Reject("unknown_source")
-    natural_key = _key_text(rec.get("natural_key"), "missing_natural_key", "bad_natural_key", integers=True)
-    if len(natural_key) > MAX_NATURAL_KEY_CHARS:
-        raise Reject("oversized_natural_key")
+    key, texts = {}, []
+    for name, check in r.key:
+        value = rec.get(name)
+        if value is None:
+            raise Reject("missing_natural_key")
+        key[name], text = check(value)
+        texts.append(text)
     op = rec.get("op")
     if op not in ("upsert", "delete") or not isinstance(op, str):
         raise Reject("bad_op")
-    source_seq = _source_seq(rec.get("source_seq"))
-    event_ts = _timestamp(rec.get("event_ts"), "bad_event_ts")
-    arrival = rec.get("arrival_ts")
-    arrival_ts = None if arrival is None else _timestamp(arrival, "bad_arrival_ts")
     attributes = rec.get("attributes")
     if attributes is None:
         attributes = {}
+    source_seq = _sequence(attributes, r.sequence, rec.get("source_seq"))
+    event_ts = _timestamp(rec.get("event_ts"), "bad_event_ts")
+    arrival = rec.get("arrival_ts")
+    arrival_ts = None if arrival is None else _timestamp(arrival, "bad_arrival_ts")
     if not isinstance(attributes, dict):
         raise Reject("bad_attributes")
-    texts = {name: _text_attribute(attributes.get(name)) for name in TEXT_ATTRIBUTES}
-    balance = _balance(attributes.get("balance"))
+    typed = {}
+    for name, check in r.attributes:
+        value = attributes.get(name)
+        typed[name] = None if value is None else check(value)
     return Update(
         source_id=source_id,
-        natural_key=natural_key,
+        natural_key=encode_key(tuple(texts)),
         op=op,
-        balance=balance,
         source_seq=source_seq,
         event_ts=event_ts,
         arrival_ts=arrival_ts,
-        **texts,
+        key=key,
+        attributes=typed,
     )
 
 
-def check_line(line: bytes, path_source_id: str, max_record_bytes: int, sources: tuple[str, ...] = ()) -> Update:
+def check_line(line: bytes, path_source_id: str, max_record_bytes: int, sources: tuple[str, ...] = (),
+               entity: Entity | None = None) -> Update:
     """``parse_object`` then ``check_record``: an ``Update`` or ``Reject``."""
-    return check_record(parse_object(line, max_record_bytes), path_source_id, sources)
+    return check_record(parse_object(line, max_record_bytes), path_source_id, sources, entity)
 
 
 def printable(line: bytes, limit: int) -> str:

@@ -6,13 +6,29 @@ import os
 import sys
 from pathlib import Path
 
-from etl.core.config import EtlConfig
+from etl.core.config import EtlConfig, load_config
 from etl.core.spark_conf import spark_conf
 
 SPARK_CONN_ID = "etl_spark"
 APPLICATION = str(Path(__file__).with_name("spark_entry.py"))
 STREAM_LOADED = "loaded_by_stream"
 INTERVAL_ARGS = ["--start", "{{ data_interval_start.isoformat() }}", "--end", "{{ data_interval_end.isoformat() }}"]
+
+
+def entity_configs(cfg: EtlConfig) -> list[tuple[str, EtlConfig]]:
+    """One (DAG id suffix, configuration) per entity of the model, read at parse time (a TOML file,
+    no Spark, no table): the entity at the roots (the default customer) keeps the DAG ids it always
+    had; any other entity's DAGs end in ``_<entity>``."""
+    return [("" if e.directory == "" else f"_{e.name}", cfg.for_entity(e.name)) for e in cfg.model.entities]
+
+
+def entity_args(cfg: EtlConfig) -> list[str]:
+    """What a task passes to ``etl`` so it works on this DAG's entity."""
+    return ["--entity", cfg.entity_model.name]
+
+
+def _config(entity: str = "") -> EtlConfig:
+    return load_config(overrides={"entity": entity or None})
 
 
 def submit_conf(cfg: EtlConfig) -> dict[str, str]:
@@ -23,19 +39,18 @@ def submit_conf(cfg: EtlConfig) -> dict[str, str]:
     return conf
 
 
-def stream_route(data_interval_start, data_interval_end, poll_seconds: float = 10.0) -> str:
+def stream_route(data_interval_start, data_interval_end, poll_seconds: float = 10.0, entity: str = "") -> str:
     """The load DAG's first task: the task to go on with. An interval the always-on loader has
     loaded is only validated and reported; while a live stream has yet to load it, wait for it
     (loading it here too would race it); otherwise ingest and load as usual."""
     import json
     import time
 
-    from etl.core.config import load_config
     from etl.core.interval import Interval
     from etl.core.stream_plan import dag_route
     from etl.io.stream_status import read_heartbeat, stream_is_live
 
-    cfg = load_config()
+    cfg = _config(entity)
     interval = Interval(data_interval_start, data_interval_end)
     summary_path = cfg.runs_path / interval.run_key / "load.json"
     max_wait_s = (interval.end - interval.start).total_seconds() + cfg.stream_stale_seconds
@@ -56,25 +71,23 @@ def stream_route(data_interval_start, data_interval_end, poll_seconds: float = 1
         time.sleep(poll_seconds)
 
 
-def run_report(data_interval_start, data_interval_end) -> dict:
+def run_report(data_interval_start, data_interval_end, entity: str = "") -> dict:
     """The report task's body: print the run summary and return it (the task's XCom)."""
     from etl import jobs
-    from etl.core.config import load_config
     from etl.core.interval import Interval
 
-    cfg = load_config()
+    cfg = _config(entity)
     rep = jobs.report(cfg, Interval(data_interval_start, data_interval_end))
-    print(jobs.format_report(rep))
+    print(jobs.format_report(rep, cfg))
     return rep
 
 
-def publish_quality_report(data_interval_start, data_interval_end) -> dict:
+def publish_quality_report(data_interval_start, data_interval_end, entity: str = "") -> dict:
     """The report DAG's last task: print where the report and plots are, return its summary."""
-    from etl.core.config import load_config
     from etl.core.interval import Interval
     from etl.quality.report import read_report, summarize
 
-    cfg = load_config()
+    cfg = _config(entity)
     rep = summarize(read_report(cfg, Interval(data_interval_start, data_interval_end)))
     print(f"quality report {rep['interval']}: suites {'passed' if rep['suites_passed'] else 'FAILED'}")
     print(f"  plot        {rep['plot']}")

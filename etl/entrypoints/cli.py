@@ -36,6 +36,8 @@ def _progress(message: str) -> None:
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="TOML configuration file (default: $ETL_CONFIG)")
+    parser.add_argument("--model-file", help="the warehouse model, TOML (setting model_file; default: the customer model)")
+    parser.add_argument("--entity", help="the model's entity to work on (setting entity; default: its first)")
     parser.add_argument("--join-strategy", choices=registry.NAMES, help="join strategy (setting join_strategy)")
     parser.add_argument("--spark-master", help="Spark master URL (setting spark_master; ignored under spark-submit)")
     parser.add_argument("--warehouse-root", help="where the Delta tables live (setting warehouse_root)")
@@ -63,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--start", required=True, help="first arrival time, ISO 8601 (UTC if no zone)")
     gen.add_argument("--duration", type=float, default=300.0, help="seconds of stream (default 300)")
     gen.add_argument("--rate", type=float, default=40.0, help="average updates per second (default 40)")
-    gen.add_argument("--sources", default="crm,web", help="comma-separated source ids (default crm,web)")
+    gen.add_argument("--sources", default="", help="comma-separated source ids (default: the setting sources, else crm,web)")
     gen.add_argument("--key-domain", type=int, default=10_000, help="existing natural keys 0..N-1 (default 10000)")
     gen.add_argument("--new-key-share", type=float, default=0.05)
     gen.add_argument("--duplicate-share", type=float, default=0.02, help="re-delivered updates")
@@ -191,6 +193,8 @@ def _simulate(args: argparse.Namespace) -> int:
 
 def config_from_args(args: argparse.Namespace) -> EtlConfig:
     overrides = {
+        "model_file": args.model_file,
+        "entity": args.entity,
         "join_strategy": args.join_strategy,
         "spark_master": args.spark_master,
         "warehouse_root": args.warehouse_root,
@@ -254,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "report":
         rep = jobs.report(cfg, interval)
-        _print(rep, args.json, jobs.format_report(rep))
+        _print(rep, args.json, jobs.format_report(rep, cfg))
         return 0
     if args.command == "unlock":
         from etl.io.lock import WarehouseLocked, unlock
@@ -378,7 +382,7 @@ def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> 
         _progress(f"quality gate passed; Data Docs: {summary['data_docs']}")
     if args.command == "run":
         rep = jobs.report(cfg, interval)
-        _print(rep, args.json, jobs.format_report(rep))
+        _print(rep, args.json, jobs.format_report(rep, cfg))
     else:
         _print(summary, True)
     return 0
@@ -411,7 +415,7 @@ def _generate(args: argparse.Namespace, cfg: EtlConfig) -> int:
         spec = StreamSpec(
             start=parse_ts(args.start),
             duration_s=args.duration,
-            sources=tuple(x.strip() for x in args.sources.split(",") if x.strip()),
+            sources=tuple(x.strip() for x in args.sources.split(",") if x.strip()) or cfg.sources or ("crm", "web"),
             rate=args.rate,
             key_domain=args.key_domain,
             new_key_share=args.new_key_share,
@@ -425,7 +429,7 @@ def _generate(args: argparse.Namespace, cfg: EtlConfig) -> int:
             s=s,
             seed=args.seed,
         )
-        result = generate_stream(spec, cfg.landing_path, overwrite=args.overwrite, progress=_progress)
+        result = generate_stream(spec, cfg.landing_path, overwrite=args.overwrite, progress=_progress, entity=cfg.entity_model)
     except (ValueError, FileExistsError) as exc:
         print(f"etl: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

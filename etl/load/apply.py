@@ -13,9 +13,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
+from etl.core.model import Entity
 from etl.io.spark import sql_settings
-from etl.io.tables import conform
+from etl.io.tables import conform, schema_of
 from etl.load.results import OUTCOME_COUNTS
+from etl.transforms.history import CLOSE, VERSION
+from warehouse.schemas import DEFAULT_ENTITY
 
 CUSTOMER_CURRENT_MERGE_CONDITION = "t.surrogate_key = s.surrogate_key"
 MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
@@ -72,9 +75,9 @@ def merge_key_map(table: DeltaTable, changes: DataFrame, segments: list[int] | N
     )
 
 
-def merge_current(table: DeltaTable, state: DataFrame, held: bool = False) -> None:
+def merge_current(table: DeltaTable, state: DataFrame, held: bool = False, entity: Entity = DEFAULT_ENTITY) -> None:
     """``state`` (``transforms.outcomes.current_state_rows``: a key's last applied update) into
-    ``customer_current``, unless that row is already as new.
+    the entity's ``<name>_current``, unless that row is already as new.
 
     ``held``: ``state`` is a projection of a local checkpoint, so it reads the same rows however
     often it is read, and Delta need not copy it first (its ``materializeSource``, a Spark job;
@@ -83,11 +86,34 @@ def merge_current(table: DeltaTable, state: DataFrame, held: bool = False) -> No
     with sql_settings(state.sparkSession, settings):
         (
             table.alias("t")
-            .merge(F.broadcast(conform(state, "customer_current")).alias("s"), CUSTOMER_CURRENT_MERGE_CONDITION)
+            .merge(F.broadcast(conform(state, entity.table, entity)).alias("s"), CUSTOMER_CURRENT_MERGE_CONDITION)
             .whenMatchedUpdateAll(condition="t.updated_batch_seq < s.updated_batch_seq")
             .whenNotMatchedInsertAll()
             .execute()
         )
+
+
+HISTORY_MERGE_CONDITION = (
+    f"t.surrogate_key = s.surrogate_key AND ((s._kind = '{VERSION}' AND t.source_seq = s.source_seq) OR "
+    f"(s._kind = '{CLOSE}' AND t.is_current AND t.updated_batch_seq < s.updated_batch_seq))"
+)
+
+
+def merge_history(table: DeltaTable, changes: DataFrame, entity: Entity) -> None:
+    """``changes`` (``transforms.history.history_changes``) into the entity's ``<name>_history``:
+    the batch's versions inserted, each key's open version closed where they start. Idempotent:
+    a version already there matches itself, and an open version the batch made is not closed by it."""
+    columns = schema_of(entity.table, entity).fieldNames()
+    (
+        table.alias("t")
+        .merge(F.broadcast(changes).alias("s"), HISTORY_MERGE_CONDITION)
+        .whenMatchedUpdate(
+            condition=f"s._kind = '{CLOSE}'",
+            set={"valid_to": "s.valid_from", "is_current": "false", "updated_batch_seq": "s.updated_batch_seq"},
+        )
+        .whenNotMatchedInsert(condition=f"s._kind = '{VERSION}'", values={c: f"s.{c}" for c in columns})
+        .execute()
+    )
 
 
 def delta_table(spark, cfg: EtlConfig, name: str) -> DeltaTable:

@@ -13,7 +13,7 @@ from etl.core.config import EtlConfig
 from etl.core.faults import crash_point
 from etl.io.tables import append, literal_row, read, row_frame
 from etl.strategies import JoinStats
-from warehouse.schemas import LOGGED_UPDATE
+from warehouse.schemas import schemas
 
 
 class Ledger:
@@ -82,13 +82,13 @@ class Ledger:
             "duration_s": step.committed - step.started,
         }
         if outcomes is None:
-            frame = row_frame(self.spark, "batch_ledger", row)
+            frame = row_frame(self.spark, "batch_ledger", row, self.cfg.entity_model)
         else:
-            logged = F.struct(*[F.col(f.name).cast(f.dataType) for f in LOGGED_UPDATE.fields])
+            logged = F.struct(*[F.col(f.name).cast(f.dataType) for f in schemas(self.cfg.entity_model).logged_update.fields])
             # One aggregate of the outcomes with the row's values as literals: one Spark job, where
             # joining a one-row frame to the aggregate took two. Sorted by update_id: the same
             # batch is stored the same way, whoever logs it.
-            frame = outcomes.agg(*literal_row("batch_ledger", row, outcomes=F.array_sort(F.collect_list(logged))))
+            frame = outcomes.agg(*literal_row("batch_ledger", row, self.cfg.entity_model, outcomes=F.array_sort(F.collect_list(logged))))
         append(frame, self.cfg, "batch_ledger")
         self._state = (max(self.state()[0], step.batch_seq), next_key)  # a step with no batch keeps the last
         crash_point("load.logged")

@@ -37,7 +37,7 @@ from etl.io.lock import LoadLock
 from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, run_owner
 from etl.io.spark import sql_settings
 from etl.io.tables import ensure_tables, read, settle_deletion_vectors
-from etl.load.apply import delta_table, merge_current, merge_key_map, summarise_outcomes
+from etl.load.apply import delta_table, merge_current, merge_history, merge_key_map, summarise_outcomes
 from etl.load.ledger import Ledger
 from etl.load.results import (
     FLUSH_STEP,
@@ -48,6 +48,7 @@ from etl.load.results import (
     Step,
 )
 from etl.strategies import JoinStats, get_strategy
+from etl.transforms.history import history_changes
 from etl.transforms.layout import segment_column
 from etl.transforms.outcomes import current_state_rows, key_map_changes, resolve
 
@@ -117,7 +118,7 @@ class Loader:
         seq = last["batch_seq"]
         if not last["updates_in"]:
             return True
-        table = "customer_current" if (last["matched"] or 0) + (last["new"] or 0) else "key_map"
+        table = self.cfg.entity_model.table if (last["matched"] or 0) + (last["new"] or 0) else "key_map"
         return bool(read(self.spark, self.cfg, table).where(F.col("updated_batch_seq") == seq).limit(1).count())
 
     def _older_pending(self) -> list:
@@ -292,5 +293,11 @@ class Loader:
             self.strategy.keys_committed(changes, new_keys)
             changes.unpersist()
 
-            merge_current(delta_table(self.spark, self.cfg, "customer_current"), current_state_rows(outcomes), held=held)
+            entity = self.cfg.entity_model
+            target = delta_table(self.spark, self.cfg, entity.table)
+            if entity.history == "history":
+                opened = read(self.spark, self.cfg, entity.table).where(F.col("is_current"))
+                merge_history(target, history_changes(outcomes, opened, entity), entity)
+            else:
+                merge_current(target, current_state_rows(outcomes, entity), held=held, entity=entity)
             crash_point("load.current_merged")

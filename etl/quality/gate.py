@@ -17,6 +17,7 @@ from etl.core.interval import Interval
 from etl.io.landing import scan_landing
 from etl.io.runs import landing_changes
 from etl.io.tables import read
+from etl.transforms.history import history_validity
 
 log = logging.getLogger(__name__)
 DATASOURCE = "warehouse"
@@ -91,12 +92,12 @@ def _checkpoint(context, name: str, expectations: list):
 
 
 def run_load_gate(spark, cfg: EtlConfig, interval: Interval) -> dict:
-    """Run every suite of ``expectations.SUITES`` against the warehouse after the run's load."""
+    """Run every suite of ``expectations.suites`` against the warehouse after the run's load."""
     return run_suites(spark, cfg, interval.run_key, interval)
 
 
 def run_suites(spark, cfg: EtlConfig, run_name: str, interval: Interval | None) -> dict:
-    """Every suite of ``expectations.SUITES``; the conservation suite for ``interval`` or, when it
+    """Every suite of ``expectations.suites``; the conservation suite for ``interval`` or, when it
     is ``None``, for the whole warehouse. Data Docs are rebuilt."""
     # GX writes its project files in place; a kill mid-write leaves them unreadable. They are all
     # derived from code (expectations/), so the project is rebuilt, never repaired by hand: first
@@ -176,21 +177,23 @@ def _run_suites(spark, cfg: EtlConfig, run_name: str, interval: Interval | None)
     import great_expectations as gx  # noqa: F401
     from great_expectations.core.run_identifier import RunIdentifier
 
-    from expectations import SUITES
+    from expectations import suites
 
     context = open_context(cfg)
     # In memory only: no progress bars in task logs.
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+    entity = cfg.entity_model
     frames = {
         "key_map": lambda: read(spark, cfg, "key_map"),
-        "customer_current": lambda: read(spark, cfg, "customer_current"),
+        entity.table: lambda: read(spark, cfg, entity.table),
+        f"{entity.table}_validity": lambda: history_validity(read(spark, cfg, entity.table)),
         "run_conservation": lambda: conservation_frame(spark, cfg, interval),
     }
     checks = []
     conservation_rows = []
-    for name, factory in SUITES.items():
+    for name, factory in suites(entity).items():
         df = frames[name]()
         if name == "run_conservation":
             conservation_rows = [r.asDict() for r in df.collect()]

@@ -155,6 +155,7 @@ def build_report(spark, cfg: EtlConfig, interval: Interval) -> dict:
                 totals[k] += pane.counts.get(k, 0)
     report = {
         "interval": interval.run_key,
+        "entity": cfg.entity_model.name,
         "window_seconds": cfg.report_window_seconds,
         "slide_seconds": cfg.report_slide_seconds,
         "pane_seconds": pane_seconds(cfg.report_window_seconds, cfg.report_slide_seconds),

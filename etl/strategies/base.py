@@ -23,11 +23,12 @@ from etl.io.tables import read
 
 KM_COLUMNS = ("km_surrogate_key", "km_row_hash", "km_last_source_seq")
 KEY = ["source_id", "natural_key"]
-# The update columns a strategy carries from a micro-batch to its release.
-UPDATE_COLUMNS = [
-    "update_id", "source_id", "natural_key", "op", "name", "email", "city", "balance",
-    "source_seq", "event_ts", "arrival_ts", "row_hash",
-]
+
+
+def update_columns(entity) -> list[str]:
+    """The update columns a strategy carries from a micro-batch to its release."""
+    return ["update_id", "source_id", "natural_key", "op", *(c.name for c in entity.columns),
+            "source_seq", "event_ts", "arrival_ts", "row_hash"]
 
 
 def new_keys_by_segment(key_map_rows, counted: dict[int, int] | None = None) -> dict[int, int]:
@@ -60,6 +61,7 @@ class JoinStrategy(ABC):
         self.spark = spark
         self.cfg = cfg
         self.layout = layout
+        self.update_columns = update_columns(cfg.entity_model)
 
     def key_map(self):
         return read(self.spark, self.cfg, "key_map")

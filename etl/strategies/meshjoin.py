@@ -27,7 +27,7 @@ from pyspark.sql import functions as F
 
 from etl.core.mesh_policy import MeshSchedule, disk_segment_count, disk_segment_of, group_boundaries
 from etl.io.tables import table_bytes
-from etl.strategies.base import KEY, KM_COLUMNS, UPDATE_COLUMNS, JoinStats, JoinStrategy, new_keys_by_segment
+from etl.strategies.base import KEY, KM_COLUMNS, JoinStats, JoinStrategy, new_keys_by_segment
 
 KM = list(KM_COLUMNS)
 
@@ -41,7 +41,7 @@ class MeshJoin(JoinStrategy):
         self.boundaries: list[int] = []
         self.sizes: dict[int, int] = {}  # disk segment -> key_map rows
         self.row_bytes = 128.0
-        self.queue = None  # UPDATE_COLUMNS + KM + _q (slot the tuple was queued at)
+        self.queue = None  # update columns + KM + _q (slot the tuple was queued at)
         self.queued: dict[int, int] = {}  # slot -> queued tuples
         self.stepped = -1  # last slot stepped
         self.overlay = None  # KEY + KM + _at (slot of the commit that changed the row)
@@ -122,14 +122,14 @@ class MeshJoin(JoinStrategy):
         if not counts:
             return
         self.queued = counts
-        queue = alive.select(*UPDATE_COLUMNS, F.col("batch_index").alias("_q"))
+        queue = alive.select(*self.update_columns, F.col("batch_index").alias("_q"))
         # Each queued tuple has met the disk segments of slots _q .. stepped: read them as they are now.
         met = self.schedule.positions(min(counts) - 1, self.stepped)
         seg = self._read_disk_segments(met)
         joined = queue.join(seg, KEY, "left")
         hit = self._meets(-1, self.stepped)
         self.queue = joined.select(
-            *UPDATE_COLUMNS,
+            *self.update_columns,
             *[F.when(hit, F.col("s_" + c)).alias(c) for c in KM],
             "_q",
         ).localCheckpoint(eager=True)
@@ -142,7 +142,7 @@ class MeshJoin(JoinStrategy):
 
     def submit(self, batch, batch_index: int) -> list:
         nulls = [F.lit(None).cast(t).alias(c) for c, t in zip(KM, ("long", "string", "long"))]
-        fresh = batch.select(*UPDATE_COLUMNS, *nulls, F.lit(batch_index).alias("_q"))
+        fresh = batch.select(*self.update_columns, *nulls, F.lit(batch_index).alias("_q"))
         n = self.batch_sizes.get(batch_index, 0)
         return [self._step(batch_index, fresh, {batch_index: n} if n else {})]
 
@@ -172,7 +172,7 @@ class MeshJoin(JoinStrategy):
             stepped = (
                 queue.join(seg, KEY, "left")
                 .select(
-                    *UPDATE_COLUMNS,
+                    *self.update_columns,
                     *[F.when(hit, F.col("s_" + c)).otherwise(F.col(c)).alias(c) for c in KM],
                     "_q",
                 )
@@ -199,7 +199,7 @@ class MeshJoin(JoinStrategy):
         o = self.overlay.select(*KEY, *[F.col(c).alias("o_" + c) for c in KM])
         changed = F.col("o_km_surrogate_key").isNotNull()
         return expired.join(o, KEY, "left").select(
-            *UPDATE_COLUMNS, *[F.when(changed, F.col("o_" + c)).otherwise(F.col(c)).alias(c) for c in KM], "_q"
+            *self.update_columns, *[F.when(changed, F.col("o_" + c)).otherwise(F.col(c)).alias(c) for c in KM], "_q"
         )
 
     def _prune_overlay(self) -> None:

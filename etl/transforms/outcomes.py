@@ -11,6 +11,9 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
+from etl.core.model import Entity
+from warehouse.schemas import DEFAULT_ENTITY
+
 KEY = ("source_id", "natural_key")
 ARRIVAL_ORDER = ("arrival_ts", "update_id")
 
@@ -104,16 +107,13 @@ def key_map_changes(outcomes: DataFrame, segment_of) -> DataFrame:
     return agg.withColumn("segment_id", segment_of(F.col("source_id"), F.col("natural_key")))
 
 
-def current_state_rows(outcomes: DataFrame) -> DataFrame:
+def current_state_rows(outcomes: DataFrame, entity: Entity = DEFAULT_ENTITY) -> DataFrame:
     """The last applied update of each key becomes its current-state row."""
     return outcomes.where(F.col("is_last_applied")).select(
         "surrogate_key",
         "source_id",
         "natural_key",
-        "name",
-        "email",
-        "city",
-        "balance",
+        *(c.name for c in entity.columns),
         (F.col("op") == "delete").alias("is_deleted"),
         "row_hash",
         F.col("source_seq").alias("last_source_seq"),

@@ -11,6 +11,7 @@
 and finally stop every process that was started. The cron scheduler is off
 (``use_job_schedule=False``) so that only the runs made here run."""
 
+import contextlib
 import json
 import os
 import socket
@@ -145,6 +146,14 @@ def airflow(tmp_path_factory):
         StreamSpec(start=datetime.fromisoformat(f"{DAY}T10:00:00+00:00"), duration_s=1800, rate=2, seed=5),
         tmp / "landing",
     )
+    with running(af, ("etl_load", "etl_quality_report")):
+        yield af
+
+
+@contextlib.contextmanager
+def running(af: Airflow, dag_ids):
+    """``airflow standalone`` started with ``af``'s environment, signed in, ``dag_ids`` parsed and
+    unpaused; every process it started stopped afterwards."""
     af.env["PATH"] = f"{ROOT / '.venv' / 'bin'}:{af.env.get('PATH', '')}"
     try:
         started = subprocess.run([af.script, "start"], env=af.env, capture_output=True, text=True, timeout=300)
@@ -152,9 +161,9 @@ def airflow(tmp_path_factory):
         assert af.base in started.stdout and "password" in started.stdout
         af.start_output = started.stdout + started.stderr
         af.pgid = int(af.pid_file.read_text())
-        password = json.loads((tmp / "airflow" / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
+        password = json.loads((af.tmp / "airflow" / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
         af.token = call(f"{af.base}/auth/token", method="POST", body={"username": "admin", "password": password})["access_token"]
-        for dag_id in ("etl_load", "etl_quality_report"):
+        for dag_id in dag_ids:
             wait_for(f"{dag_id} to be parsed", lambda d=dag_id: af.api(f"/dags/{d}"), 180)
             af.api(f"/dags/{dag_id}", "PATCH", {"is_paused": False})
         yield af

@@ -1,3 +1,5 @@
+import json
+import os
 import subprocess
 import sys
 
@@ -123,3 +125,41 @@ def test_parse_time_is_bounded(dag_bag):
     """The scheduler parses DAG files continuously: keep it well under a second."""
     stats = {s.file: s.duration.total_seconds() for s in dag_bag.dagbag_stats}
     assert all(stats[f] < 2.0 for f in ("etl_load.py", "etl_quality_report.py", "etl_maintenance.py")), stats
+
+
+TWO_ENTITY_GRAPHS = {
+    **{f"etl_load_{e}": GRAPHS["etl_load"] for e in ("customer", "product")},
+    **{f"etl_quality_report_{e}": GRAPHS["etl_quality_report"] for e in ("customer", "product")},
+    **{f"etl_maintenance_{e}": GRAPHS["etl_maintenance"] for e in ("customer", "product")},
+}
+
+
+def test_a_two_entity_model_gets_one_dag_of_each_kind_per_entity(tmp_path):
+    """The worked example's model (docs/model.md): the DAGs come from the model file alone, each
+    task works on its DAG's entity, and each DAG's join strategy is its entity's."""
+    from tests.helpers import ROOT
+
+    code = (
+        "import json, os; from airflow.dag_processing.dagbag import DagBag;"
+        f"bag = DagBag(dag_folder={str(ROOT / 'dags')!r});"
+        "print(json.dumps({'errors': {k: str(v) for k, v in bag.import_errors.items()}, 'dags': {d.dag_id: {"
+        "'graph': {t.task_id: sorted(t.downstream_task_ids) for t in d.tasks},"
+        "'args': {t.task_id: list(getattr(t, 'application_args', None) or []) for t in d.tasks},"
+        "'strategy': d.params.get_param('join_strategy').value if 'join_strategy' in d.params else None,"
+        "'tags': sorted(d.tags)} for d in bag.dags.values()}}))"
+    )
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "ETL_MODEL_FILE": str(ROOT / "examples" / "shop" / "model.toml")}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["errors"] == {}
+    dags = got["dags"]
+    assert {d: {t: set(n) for t, n in v["graph"].items()} for d, v in dags.items()} == TWO_ENTITY_GRAPHS
+    for entity, strategy in (("customer", "partitioned-range"), ("product", "partitioned-hash")):
+        load = dags[f"etl_load_{entity}"]
+        assert load["strategy"] == strategy and f"entity:{entity}" in load["tags"]
+        for kind in ("load", "quality_report", "maintenance"):
+            for task, args in dags[f"etl_{kind}_{entity}"]["args"].items():
+                if args:
+                    assert args[args.index("--entity") + 1] == entity, (kind, task)

@@ -78,3 +78,48 @@ def test_bad_parameters_are_refused():
         StreamSpec(start=T0, p=0.5, q=0.5, r=0.5, s=0.5)
     with pytest.raises(ValueError, match="b"):
         StreamSpec(start=T0, b=0.4)
+
+
+# ----------------------------------------------------------------------------- declared entities
+
+from collections import Counter  # noqa: E402
+
+from etl.core.model import load_model  # noqa: E402
+from etl.core.records import Reject, check_line  # noqa: E402
+from tests.helpers import ROOT  # noqa: E402
+
+MODELS = [ROOT / "examples" / "shop" / "model.toml", *sorted((ROOT / "tests" / "models").glob("*.toml"))]
+
+
+@pytest.mark.parametrize("model", MODELS, ids=lambda p: p.stem)
+def test_a_declared_entity_s_stream_follows_its_model(tmp_path, model):
+    for entity in load_model(model).entities:
+        spec = StreamSpec(start=T0, duration_s=120, rate=30, seed=3, key_domain=200, malformed_share=0.05,
+                          unchanged_share=0.2, sources=entity.sources or ("crm", "web"))
+        out = generate_stream(spec, tmp_path / entity.name, entity=entity)
+        again = generate_stream(spec, tmp_path / f"{entity.name}-again", entity=entity)
+        assert _read_all(tmp_path / entity.name) == _read_all(tmp_path / f"{entity.name}-again") and out.lines == again.lines
+        valid, rejected, keys = 0, Counter(), Counter()
+        for path in sorted((tmp_path / entity.name).rglob("*.jsonl")):
+            source = path.parent.parent.parent.name.removeprefix("source_id=")
+            for line in path.read_bytes().splitlines():
+                try:
+                    u = check_line(line, source, 65536, entity.sources, entity)
+                except Reject as exc:
+                    rejected[exc.reason] += 1
+                    continue
+                valid += 1
+                keys[(u.source_id, u.natural_key)] += 1
+                assert set(u.key) == set(entity.key_names)
+                assert all(v is not None for k, v in u.attributes.items() if k in entity.compare)
+        # Every line the generator meant to be valid is; every malformed one is rejected.
+        assert valid == out.lines - out.kinds["malformed"] and sum(rejected.values()) == out.kinds["malformed"]
+        assert len(keys) > 20 and max(keys.values()) > 1  # keys repeat: matches and duplicates happen
+
+
+def test_the_customer_stream_is_the_one_it_always_was(tmp_path):
+    """The default model's entity, given or not, writes the same bytes (the demo's stream)."""
+    spec = StreamSpec(start=T0, duration_s=60, rate=30, seed=5, malformed_share=0.1)
+    generate_stream(spec, tmp_path / "a")
+    generate_stream(spec, tmp_path / "b", entity=load_model().entity())
+    assert _read_all(tmp_path / "a") == _read_all(tmp_path / "b")

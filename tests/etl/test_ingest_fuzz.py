@@ -50,7 +50,7 @@ def assert_valid_update(u, line: bytes) -> None:
     assert u.natural_key == (str(key) if isinstance(key, int) else key)
     assert u.natural_key.encode("utf-8") and not is_blank(u.natural_key) and len(u.natural_key) <= MAX_NATURAL_KEY_CHARS
     assert 1 <= u.event_ts.year <= 9999 and u.event_ts.utcoffset().total_seconds() == 0
-    assert u.balance is None or (u.balance == Decimal(str((sent.get("attributes") or {}).get("balance"))))
+    assert u.attributes["balance"] is None or (u.attributes["balance"] == Decimal(str((sent.get("attributes") or {}).get("balance"))))
     assert 0 <= u.source_seq < 2**63
 
 
@@ -131,8 +131,8 @@ def test_a_hostile_landing_tree_every_line_once_and_no_merged_keys(spark, cfg, s
                 assert rejected[uid].reason == want, (uid, line)
             else:
                 got = ingested[uid]
-                assert (got.source_id, got.natural_key, got.op, got.source_seq, got.balance) == (
-                    want.source_id, want.natural_key, want.op, want.source_seq, want.balance), (uid, line)
+                assert (got.source_id, got.natural_key, got.op, got.source_seq, got.attributes["balance"]) == (
+                    want.source_id, want.natural_key, want.op, want.source_seq, want.attributes["balance"]), (uid, line)
     assert set(ingested) | set(rejected) == expected_ids  # each physical line once, none from elsewhere
     assert summary["lines"] == len(expected_ids) and summary["blank_lines"] == blank
     assert {r.reason for r in rejected.values()} <= set(REJECT_REASONS)

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 
 from etl.core.policy import PartitionPolicy, SegmentSizes, StepArrivals, replay
 from etl.io.tables import read, table_bytes
-from etl.strategies.base import KEY, UPDATE_COLUMNS, JoinStats, JoinStrategy, new_keys_by_segment
+from etl.strategies.base import KEY, JoinStats, JoinStrategy, new_keys_by_segment
 from etl.strategies.partitioned.resident import ResidentSet
 from etl.strategies.partitioned.wait_buffer import WaitBuffer
 from etl.transforms.layout import segment_column
@@ -142,7 +142,7 @@ class PartitionedJoin(JoinStrategy):
             self.wait_buffer.append(b.where(F.col("segment_id").isin(sorted(waiting_segs))), batch_index)
         parts = []
         if joined_segs:
-            parts.append(self.resident.join(b.where(F.col("segment_id").isin(sorted(joined_segs))).select(*UPDATE_COLUMNS)))
+            parts.append(self.resident.join(b.where(F.col("segment_id").isin(sorted(joined_segs))).select(*self.update_columns)))
         release = self._probe(self.policy.probes_due(), batch_index, parts)
         b.unpersist()
         return [release]

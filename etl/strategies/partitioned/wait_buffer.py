@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from etl.core.faults import crash_point
-from etl.strategies.base import UPDATE_COLUMNS
+from etl.strategies.base import update_columns
 
 
 class WaitBuffer:
@@ -22,6 +22,7 @@ class WaitBuffer:
         self.spark = spark
         self.path = cfg.table_path("wait_buffer")
         self.run_key = run_key
+        self.columns = update_columns(cfg.entity_model)
         self._may_replay = True  # until this buffer's first append
 
     def append(self, tuples: DataFrame, step: int) -> None:
@@ -31,7 +32,7 @@ class WaitBuffer:
             if self._rows().where(F.col("batch_index") == step).limit(1).count():
                 return  # appended by the attempt that crashed
         (
-            tuples.select(F.lit(self.run_key).alias("run_key"), *UPDATE_COLUMNS, F.lit(step).alias("batch_index"), "segment_id")
+            tuples.select(F.lit(self.run_key).alias("run_key"), *self.columns, F.lit(step).alias("batch_index"), "segment_id")
             .write.format("delta")
             .mode("append")
             .save(self.path)
@@ -44,7 +45,7 @@ class WaitBuffer:
     def pending(self, due: list[int], last_probe_step: Mapping[int, int]) -> DataFrame:
         """The still-pending tuples of the segments ``due``: appended after their last probe."""
         rows = self._rows().where(F.col("segment_id").isin(due))
-        return rows.where(pending_condition(due, last_probe_step)).select(*UPDATE_COLUMNS)
+        return rows.where(pending_condition(due, last_probe_step)).select(*self.columns)
 
     def release(self) -> None:
         """The run is flushed: its rows are garbage; drop them in one commit."""

@@ -116,7 +116,7 @@ def test_the_source_must_match_the_path_and_the_list():
 
 def test_a_good_line_is_typed_exactly():
     u = check_line(line(arrival_ts="2026-11-22T02:00:01+01:00", attributes={"name": " A ", "balance": 12.5}), "crm", 65536)
-    assert (u.natural_key, u.name, u.balance, u.source_seq) == ("1", " A ", Decimal("12.50"), 5)
+    assert (u.natural_key, u.attributes["name"], u.attributes["balance"], u.source_seq) == ("1", " A ", Decimal("12.50"), 5)
     assert u.event_ts == datetime(2026, 11, 22, 1, 0, 1, tzinfo=timezone.utc)
     assert u.arrival_ts == datetime(2026, 11, 22, 1, 0, 1, tzinfo=timezone.utc)
     assert check_line(line(arrival_ts=None, attributes=None), "crm", 65536).arrival_ts is None
@@ -174,3 +174,76 @@ def test_a_stream_is_read_line_by_line_as_the_bytes_are_split():
     huge = b'{"k": "' + b"x" * 5_000_000 + b'"}\nnext\n'
     got = list(read_lines(io.BytesIO(huge), 100))
     assert [(n, len(line), over) for n, line, over in got] == [(1, 100, True), (2, 4, False)]
+
+
+# ----------------------------------------------------------------------------- declared entities
+
+from datetime import date  # noqa: E402
+
+from etl.core.model import parse_model  # noqa: E402
+
+ENTITY = parse_model("""
+[entities.product]
+key = { sku = "string", region = "integer" }
+attributes = { price = "decimal(6,2)", launched = "date", active = "boolean", stock = "integer", seen = "timestamp", title = "string" }
+sequence = "seen"
+""").entity()
+
+
+def product(**over) -> dict:
+    r = {"source_id": "erp", "sku": "A-1", "region": 7, "op": "upsert", "event_ts": "2026-11-22T01:00:01Z",
+         "attributes": {"price": "9.50", "launched": "2026-01-31", "active": True, "stock": 3,
+                        "seen": "2026-11-22T01:00:00.000005Z", "title": "Pen"}}
+    r.update(over)
+    return r
+
+
+def product_reason(rec: dict) -> str | None:
+    try:
+        check_line(json.dumps(rec).encode(), "erp", 65536, (), ENTITY)
+    except Reject as exc:
+        return exc.reason
+    return None
+
+
+def test_a_declared_entity_s_line_is_typed_by_its_model():
+    u = check_line(json.dumps(product()).encode(), "erp", 65536, (), ENTITY)
+    assert u.natural_key == '["A-1","7"]' and u.key == {"sku": "A-1", "region": 7}
+    assert u.attributes == {"price": Decimal("9.50"), "launched": date(2026, 1, 31), "active": True, "stock": 3,
+                            "seen": datetime(2026, 11, 22, 1, 0, 0, 5, tzinfo=timezone.utc), "title": "Pen"}
+    assert u.source_seq == 1795309200000005  # the sequence attribute, in microseconds since 1970
+    assert u.columns() == {"sku": "A-1", "region": 7, **u.attributes}
+    # Integer key parts are one key however they are written; the encoding keeps parts apart.
+    assert check_line(json.dumps(product(region="7")).encode(), "erp", 65536, (), ENTITY).natural_key == u.natural_key
+    assert check_line(json.dumps(product(sku="A-1\",\"7")).encode(), "erp", 65536, (), ENTITY).natural_key != u.natural_key
+    # Missing attributes are null; an undeclared field is ignored.
+    v = check_line(json.dumps(product(attributes={"seen": "2026-11-22T01:00:00Z"}, colour="red")).encode(), "erp", 65536, (), ENTITY)
+    assert v.attributes["price"] is None and v.attributes["title"] is None
+
+
+ENTITY_CASES = {
+    "a key part missing": (dict(region=None), "missing_natural_key"),
+    "a key part blank": (dict(sku=" "), "missing_natural_key"),
+    "an integer key part as text": (dict(region="seven"), "bad_natural_key"),
+    "an integer key part as a float": (dict(region=7.5), "bad_natural_key"),
+    "an integer key part as a boolean": (dict(region=True), "bad_natural_key"),
+    "an integer key part past 64 bits": (dict(region=2**63), "bad_natural_key"),
+    "the sequence attribute missing": (dict(attributes={"price": "1.00"}), "bad_source_seq"),
+    "the sequence attribute not a time": (dict(attributes={"seen": "soon"}), "bad_source_seq"),
+    "the sequence attribute before 1970": (dict(attributes={"seen": "1969-12-31T23:59:59Z"}), "bad_source_seq"),
+    "a decimal past its precision": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "price": "10000.00"}), "bad_attribute_value"),
+    "a decimal past its scale": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "price": "1.005"}), "bad_attribute_value"),
+    "a date not YYYY-MM-DD": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "launched": "31/01/2026"}), "bad_attribute_type"),
+    "a date that does not exist": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "launched": "2026-02-30"}), "bad_attribute_type"),
+    "a boolean as 1": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "active": 1}), "bad_attribute_type"),
+    "an integer as text that is not one": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "stock": "3.5"}), "bad_attribute_type"),
+    "an integer past 64 bits": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "stock": -(2**63) - 1}), "bad_attribute_value"),
+    "a string as a number": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "title": 5}), "bad_attribute_type"),
+    "a timestamp not ISO": (dict(event_ts="now"), "bad_event_ts"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ENTITY_CASES))
+def test_a_declared_entity_s_bad_line_gets_one_reason(case):
+    over, expected = ENTITY_CASES[case]
+    assert product_reason(product(**over)) == expected

@@ -11,7 +11,8 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from etl.io.tables import ensure_tables, read
-from etl.load.apply import key_map_merge_condition, merge_current, merge_key_map, summarise_outcomes
+from etl.load.apply import key_map_merge_condition, merge_current, merge_history, merge_key_map, summarise_outcomes
+from etl.transforms.history import history_changes, history_validity
 from warehouse.schemas import CUSTOMER_CURRENT, KEY_MAP
 
 T1, T2, T3 = (datetime(2026, 11, 22, 1, 0, s) for s in (1, 2, 3))
@@ -96,3 +97,60 @@ def test_the_key_map_merge_reads_only_the_segments_the_batch_touches(spark, tmp_
         merge("t.source_id = s.source_id AND t.natural_key = s.natural_key")
 
 
+
+
+HISTORY_MODEL = """
+[entities.account]
+key = { number = "integer" }
+attributes = { holder = "string" }
+history = "history"
+"""
+LOGGED = ("update_id string, surrogate_key long, source_id string, natural_key string, number long, holder string, "
+          "op string, row_hash string, source_seq long, event_ts timestamp, arrival_ts timestamp, applies boolean, batch_seq long")
+
+
+def test_merge_history_closes_the_open_version_inserts_the_batch_s_and_ignores_a_replay(spark, cfg, tmp_path):
+    model = tmp_path / "model.toml"
+    model.write_text(HISTORY_MODEL)
+    cfg = cfg.replace(model_file=str(model), warehouse_root=str(tmp_path / "history-warehouse"))
+    entity = cfg.entity_model
+    ensure_tables(spark, cfg)
+    target = DeltaTable.forPath(spark, cfg.table_path("account_history"))
+
+    def apply(rows):
+        logged = spark.createDataFrame(rows, LOGGED)
+        opened = read(spark, cfg, "account_history").where("is_current")
+        merge_history(target, history_changes(logged, opened, entity), entity)
+
+    first = [("u1", 1, "crm", "1", 1, "A", "upsert", "h1", 10, T2, T2, True, 1)]
+    apply(first)
+    second = [
+        ("u2", 1, "crm", "1", 1, "B", "upsert", "h2", 11, T1, T3, True, 2),  # its event time is earlier: starts at T2
+        ("u3", 1, "crm", "1", 1, "C", "upsert", "h3", 12, T3, T3, True, 2),
+        ("u4", 1, "crm", "1", 1, "old", "upsert", "h4", 9, T3, T3, False, 2),  # stale: never a version
+        ("u5", 2, "crm", "2", 2, None, "delete", "h5", 3, T3, T3, True, 2),  # a new key, deleted: one version
+    ]
+    apply(second)
+    apply(second)  # recovery applies the batch again
+    got = read(spark, cfg, "account_history").select(
+        "surrogate_key", "holder", "is_deleted", "source_seq", "valid_from", "valid_to", "is_current", "updated_batch_seq")
+    want = spark.createDataFrame([
+        (1, "A", False, 10, T2, T2, False, 2),
+        (1, "B", False, 11, T2, T3, False, 2),
+        (1, "C", False, 12, T3, None, True, 2),
+        (2, None, True, 3, T3, None, True, 2),
+    ], "surrogate_key long, holder string, is_deleted boolean, source_seq long, valid_from timestamp, "
+       "valid_to timestamp, is_current boolean, updated_batch_seq long")
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+    validity = history_validity(read(spark, cfg, "account_history")).orderBy("surrogate_key").collect()
+    assert [(r.open_versions, r.last_open, r.overlaps, r.gaps, r.inverted) for r in validity] == [(1, 1, 0, 0, 0)] * 2
+
+
+def test_history_validity_finds_overlaps_gaps_and_a_second_open_version(spark):
+    rows = spark.createDataFrame([
+        (1, 1, T1, T3, False), (1, 2, T2, None, True),  # overlap: [T1, T3) and [T2, ..)
+        (2, 1, T1, T1, False), (2, 2, T2, None, True),  # gap between T1 and T2
+        (3, 1, T1, None, True), (3, 2, T2, None, True),  # two open versions
+    ], "surrogate_key long, source_seq long, valid_from timestamp, valid_to timestamp, is_current boolean")
+    got = {r.surrogate_key: (r.open_versions, r.overlaps, r.gaps) for r in history_validity(rows).collect()}
+    assert got == {1: (1, 1, 0), 2: (1, 0, 1), 3: (2, 1, 0)}

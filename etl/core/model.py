@@ -1,0 +1,277 @@
+"""The warehouse model: the entities a user declares in a TOML file, validated before anything is
+written (pure Python; DAG files read it at parse time, so nothing heavy is imported here).
+
+One ``[entities.<name>]`` table per entity (docs/model.md has the whole format):
+
+- ``key``: the natural key, one or more typed columns in order (``{ sku = "string", region = "string" }``);
+- ``attributes``: the typed columns of the entity's content;
+- ``compare``: the attributes compared for "unchanged content" (default: all of them but the
+  sequence column);
+- ``sequence``: the column that orders a key's versions (default ``source_seq``; else an integer
+  or timestamp attribute);
+- ``history``: ``current`` (SCD type 1: one row per key) or ``history`` (SCD type 2: one row per
+  version, ``valid_from``/``valid_to``/``is_current``);
+- ``sources``, ``join_strategy``, ``directory`` and ``settings`` (the papers' parameters for this
+  entity's join).
+
+Every error names the file, the entity and the field. Internally a key is one text,
+``encode_key``: the value itself for a one-column key, a JSON array of the parts' texts for a
+composite one, so ``key_map`` and every join strategy stay the same for any key shape.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from etl.core import registry
+from etl.core.errors import ConfigError
+
+TYPES = ("string", "integer", "decimal(p,s)", "date", "timestamp", "boolean")
+HISTORY_KINDS = ("current", "history")
+DEFAULT_SEQUENCE = "source_seq"
+# The default model: today's customer entity (its tables at the warehouse root, where versions
+# before the model kept them).
+DEFAULT_MODEL_FILE = Path(__file__).resolve().parents[2] / "warehouse" / "models" / "customer.toml"
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
+_COLUMN = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,62}")
+_DECIMAL = re.compile(r"decimal\(\s*([0-9]{1,2})\s*,\s*([0-9]{1,2})\s*\)")
+# Columns every table of an entity has already (or the pipeline uses on the way): a declared
+# column may not take one of these names. ``natural_key`` is allowed as the one column of a
+# one-column string key (the default customer's shape: the encoded key is the value itself).
+RESERVED = frozenset({
+    "update_id", "source_id", "natural_key", "op", "source_seq", "event_ts", "arrival_ts", "row_hash",
+    "run_key", "batch_index", "batch_seq", "segment_id", "surrogate_key", "outcome", "reason",
+    "stored_source_seq", "applies", "is_last_applied", "is_deleted", "last_source_seq", "updated_batch_seq",
+    "valid_from", "valid_to", "is_current", "kind", "path_source_id", "file_name", "line_number", "raw_line",
+    "arrival_minute", "reject_reason", "file_bytes", "file_sha256", "file_lines", "file_blank_lines",
+    "stands_for", "attributes", "strategy", "count", "is_new",
+})
+_RESERVED_PREFIXES = ("km_", "o_", "_")
+# The settings an entity may set for its own join (the rest are the warehouse's).
+ENTITY_SETTINGS = (
+    "micro_batch_seconds", "max_record_bytes", "max_rejected_fraction", "n_invoke", "r_wb", "alpha", "tau",
+    "rho", "theta", "n_part", "k", "d", "memory_budget", "wait_buffer_tuples", "max_wait_s", "key_domain",
+    "h_mark", "l_mark", "block_factor", "deletion_vectors", "deletion_vectors_from_bytes",
+)
+_ENTITY_FIELDS = ("key", "attributes", "compare", "sequence", "history", "sources", "join_strategy", "directory", "settings")
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    kind: str  # string, integer, decimal, date, timestamp, boolean
+    precision: int = 0
+    scale: int = 0
+
+    def __str__(self) -> str:
+        return f"decimal({self.precision},{self.scale})" if self.kind == "decimal" else self.kind
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: ColumnType
+
+
+@dataclass(frozen=True)
+class Entity:
+    name: str
+    key: tuple[Column, ...]
+    attributes: tuple[Column, ...]
+    compare: tuple[str, ...]
+    sequence: str = DEFAULT_SEQUENCE
+    history: str = "current"
+    sources: tuple[str, ...] = ()
+    join_strategy: str = ""  # empty: the warehouse's setting
+    directory: str = ""  # under each root; empty: the root itself
+    settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    @property
+    def key_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.key)
+
+    @property
+    def attribute_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.attributes)
+
+    @property
+    def key_columns_stored(self) -> tuple[Column, ...]:
+        """Key columns carried beside the encoded ``natural_key`` (none when the key is that column)."""
+        return tuple(c for c in self.key if c.name != "natural_key")
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        """The declared columns a table row carries, keys first."""
+        return (*self.key_columns_stored, *self.attributes)
+
+    @property
+    def table(self) -> str:
+        """The entity's own table: ``<name>_current`` or ``<name>_history``."""
+        return f"{self.name}_{self.history}"
+
+    @property
+    def sequence_column(self) -> Column | None:
+        """The attribute that orders versions; ``None`` for the line's own ``source_seq``."""
+        return None if self.sequence == DEFAULT_SEQUENCE else next(c for c in self.attributes if c.name == self.sequence)
+
+
+@dataclass(frozen=True)
+class Model:
+    path: str
+    entities: tuple[Entity, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(e.name for e in self.entities)
+
+    def entity(self, name: str = "") -> Entity:
+        """The named entity; with no name, the first declared."""
+        if not name:
+            return self.entities[0]
+        for e in self.entities:
+            if e.name == name:
+                return e
+        raise ConfigError(f"model file {self.path!r}: no entity {name!r} (declared: {', '.join(self.names)})")
+
+
+def parse_type(text: Any) -> ColumnType:
+    """``ValueError`` with what is accepted, for anything but the six type names."""
+    if not isinstance(text, str):
+        raise ValueError(f"a type must be a string, one of {', '.join(TYPES)}")
+    t = text.strip().lower()
+    if t in ("string", "integer", "date", "timestamp", "boolean"):
+        return ColumnType(t)
+    m = _DECIMAL.fullmatch(t)
+    if m:
+        p, s = int(m[1]), int(m[2])
+        if not (1 <= p <= 38 and 0 <= s <= p):
+            raise ValueError(f"{text!r}: decimal(p,s) needs 1 <= p <= 38 and 0 <= s <= p")
+        return ColumnType("decimal", p, s)
+    raise ValueError(f"unknown type {text!r}; types: {', '.join(TYPES)}")
+
+
+def encode_key(parts: tuple[str, ...]) -> str:
+    """The key's one text (``key_map``'s ``natural_key``): injective for an entity's key shape,
+    since each part is its column's canonical text and a composite key is a JSON array of them."""
+    if len(parts) == 1:
+        return parts[0]
+    return json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
+
+
+def _columns(origin: str, raw: Any, what: str, allow_natural_key: bool = False) -> tuple[Column, ...]:
+    if not isinstance(raw, Mapping) or (what == "key" and not raw):
+        raise ConfigError(f"{origin}: '{what}' must be a table of column = type" + (" with at least one column" if what == "key" else ""))
+    out = []
+    for name, text in raw.items():
+        where = f"{origin}: {what} column {name!r}"
+        if not _COLUMN.fullmatch(name):
+            raise ConfigError(f"{where}: a column name is a letter then letters, digits or _ (at most 63)")
+        if name in RESERVED and not (allow_natural_key and name == "natural_key"):
+            raise ConfigError(f"{where}: the name is the pipeline's own column; reserved names: {', '.join(sorted(RESERVED))}")
+        if name.startswith(_RESERVED_PREFIXES):
+            raise ConfigError(f"{where}: names starting with {', '.join(_RESERVED_PREFIXES)} are reserved")
+        try:
+            out.append(Column(name, parse_type(text)))
+        except ValueError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    return tuple(out)
+
+
+def _strings(origin: str, raw: Any, what: str) -> tuple[str, ...]:
+    if isinstance(raw, str) or not isinstance(raw, (list, tuple)) or not all(isinstance(s, str) and s for s in raw):
+        raise ConfigError(f"{origin}: '{what}' must be a list of non-empty strings")
+    return tuple(raw)
+
+
+def _entity(path: str, name: str, raw: Any) -> Entity:
+    origin = f"model file {path!r}, entity {name!r}"
+    if not _NAME.fullmatch(name):
+        raise ConfigError(f"{origin}: an entity name is a lower-case letter then lower-case letters, digits or _ (at most 40)")
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{origin}: must be a table")
+    unknown = sorted(set(raw) - set(_ENTITY_FIELDS))
+    if unknown:
+        raise ConfigError(f"{origin}: unknown field {', '.join(map(repr, unknown))}; fields: {', '.join(_ENTITY_FIELDS)}")
+    if "key" not in raw:
+        raise ConfigError(f"{origin}: 'key' is missing (the natural key: one or more typed columns)")
+    key = _columns(origin, raw["key"], "key", allow_natural_key=len(raw["key"]) == 1 if isinstance(raw["key"], Mapping) else False)
+    if any(c.name == "natural_key" and c.type.kind != "string" for c in key):
+        raise ConfigError(f"{origin}: key column 'natural_key' must be a string (or take another name)")
+    attributes = _columns(origin, raw.get("attributes", {}), "attributes")
+    names = [c.name for c in (*key, *attributes)]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"{origin}: column {', '.join(map(repr, twice))} declared twice (key and attributes share one namespace)")
+    attribute_names = tuple(c.name for c in attributes)
+    sequence = raw.get("sequence", DEFAULT_SEQUENCE)
+    # By default every attribute but the sequence column (a new sequence is no new content).
+    compare = _strings(origin, raw["compare"], "compare") if "compare" in raw else tuple(n for n in attribute_names if n != sequence)
+    for c in compare:
+        if c not in attribute_names:
+            raise ConfigError(f"{origin}: compare names {c!r}, which is not an attribute ({', '.join(attribute_names) or 'none declared'})")
+    if not isinstance(sequence, str):
+        raise ConfigError(f"{origin}: 'sequence' must be a column name")
+    if sequence != DEFAULT_SEQUENCE:
+        col = next((c for c in attributes if c.name == sequence), None)
+        if col is None or col.type.kind not in ("integer", "timestamp"):
+            raise ConfigError(f"{origin}: sequence {sequence!r} must be {DEFAULT_SEQUENCE!r} or an integer or timestamp attribute")
+    history = raw.get("history", "current")
+    if history not in HISTORY_KINDS:
+        raise ConfigError(f"{origin}: history {history!r} must be one of {', '.join(HISTORY_KINDS)} (current: SCD type 1; history: SCD type 2)")
+    sources = _strings(origin, raw["sources"], "sources") if "sources" in raw else ()
+    strategy = raw.get("join_strategy", "")
+    if strategy:
+        try:
+            registry.spec(strategy)
+        except ConfigError as exc:
+            raise ConfigError(f"{origin}: join_strategy: {exc}") from None
+    directory = raw.get("directory", name)
+    if not isinstance(directory, str) or (directory and not _NAME.fullmatch(directory)):
+        raise ConfigError(f"{origin}: 'directory' must be empty (the roots themselves) or a name like an entity's")
+    settings = raw.get("settings", {})
+    if not isinstance(settings, Mapping):
+        raise ConfigError(f"{origin}: 'settings' must be a table of setting = value")
+    refused = sorted(set(settings) - set(ENTITY_SETTINGS))
+    if refused:
+        raise ConfigError(f"{origin}: settings {', '.join(map(repr, refused))}: not a setting an entity may set ({', '.join(ENTITY_SETTINGS)})")
+    return Entity(name, key, attributes, tuple(compare), sequence, history, sources, strategy, directory, dict(settings))
+
+
+def parse_model(text: str, path: str = "<model>") -> Model:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"model file {path!r} is not valid TOML: {exc}") from None
+    unknown = sorted(set(data) - {"entities"})
+    if unknown:
+        raise ConfigError(f"model file {path!r}: unknown top-level field {', '.join(map(repr, unknown))}; entities go under [entities.<name>]")
+    entities = data.get("entities")
+    if not isinstance(entities, Mapping) or not entities:
+        raise ConfigError(f"model file {path!r}: declares no entity ([entities.<name>] with a key)")
+    out = tuple(_entity(path, name, raw) for name, raw in entities.items())
+    dirs = [e.directory for e in out]
+    twice = sorted({d or "(the roots)" for d in dirs if dirs.count(d) > 1})
+    if twice:
+        raise ConfigError(f"model file {path!r}: entities share the directory {', '.join(twice)}; each needs its own")
+    return Model(path, out)
+
+
+@functools.lru_cache(maxsize=32)
+def _cached(path: str, mtime_ns: int, size: int) -> Model:
+    return parse_model(Path(path).read_text(), path)
+
+
+def load_model(path: str | os.PathLike[str] | None = None) -> Model:
+    """The model in ``path`` (default: the customer model), read once per version of the file."""
+    p = Path(path) if path else DEFAULT_MODEL_FILE
+    p = p.expanduser().resolve()
+    if not p.is_file():
+        raise ConfigError(f"model file {str(p)!r} does not exist (setting 'model_file')")
+    st = p.stat()
+    return _cached(str(p), st.st_mtime_ns, st.st_size)

@@ -1,0 +1,65 @@
+"""SCD type 2: a history entity's applied updates as versions (pure DataFrame -> DataFrame).
+
+Each applied update (new or matched, a delete included: its version has ``is_deleted``) is one
+version of its surrogate key. Versions are ordered by ``source_seq`` (the entity's sequence
+column), which only increases per key, so a stale update never becomes a version and never
+rewrites history. Validity is ``[valid_from, valid_to)`` in event time, with no gap and no
+overlap: a version starts at its ``event_ts``, or at its predecessor's start when that is later
+(the sequence decides the order; such a version is valid for no time), and ends where the next
+begins; the open version (``valid_to`` null, ``is_current``) is the last."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, Window
+from pyspark.sql import functions as F
+
+from etl.core.model import Entity
+
+VERSION = "version"  # a row to insert
+CLOSE = "close"  # closes the key's open version where the batch's first version starts
+
+
+def history_changes(outcomes: DataFrame, open_versions: DataFrame, entity: Entity) -> DataFrame:
+    """The rows one MERGE applies: the batch's versions of each key, and one ``close`` row per key
+    (``_kind``). ``open_versions``: the history table's open rows (``surrogate_key``, ``valid_from``)."""
+    applied = outcomes.where(F.col("applies")).select(
+        "surrogate_key", "source_id", "natural_key", *(c.name for c in entity.columns),
+        (F.col("op") == "delete").alias("is_deleted"), "row_hash", "source_seq", "event_ts", "arrival_ts",
+        F.col("batch_seq").alias("updated_batch_seq"),
+    )
+    opened = open_versions.select("surrogate_key", F.col("valid_from").alias("_open_from"))
+    by_seq = Window.partitionBy("surrogate_key").orderBy("source_seq")
+    so_far = by_seq.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    start = F.greatest(F.col("event_ts"), F.coalesce(F.col("_open_from"), F.col("event_ts")))
+    versions = (
+        applied.join(F.broadcast(opened), "surrogate_key", "left")
+        .withColumn("valid_from", F.max(start).over(so_far))
+        .withColumn("valid_to", F.lead("valid_from").over(by_seq))
+        .withColumn("is_current", F.col("valid_to").isNull())
+        .drop("_open_from")
+        .withColumn("_kind", F.lit(VERSION))
+    )
+    closes = versions.groupBy("surrogate_key").agg(
+        F.min("valid_from").alias("valid_from"), F.first("updated_batch_seq").alias("updated_batch_seq")
+    ).withColumn("_kind", F.lit(CLOSE))
+    return versions.unionByName(closes, allowMissingColumns=True)
+
+
+def history_validity(history: DataFrame) -> DataFrame:
+    """Per surrogate key: its open versions (must be 1), whether the open one is the last, and the
+    overlaps, gaps and inverted intervals between its versions (must be 0): what the gate checks."""
+    by_seq = Window.partitionBy("surrogate_key").orderBy("source_seq")
+    nxt = F.lead("valid_from").over(by_seq)
+    last = F.lead("source_seq").over(by_seq).isNull()
+    rows = history.select(
+        "surrogate_key", "is_current", "valid_from", "valid_to",
+        nxt.alias("_next_from"), last.alias("_last"),
+    )
+    closed = ~F.col("_last")
+    return rows.groupBy("surrogate_key").agg(
+        F.sum(F.col("is_current").cast("long")).alias("open_versions"),
+        F.sum((F.col("_last") & F.col("is_current") & F.col("valid_to").isNull()).cast("long")).alias("last_open"),
+        F.sum((closed & (F.col("valid_to").isNull() | (F.col("valid_to") > F.col("_next_from")))).cast("long")).alias("overlaps"),
+        F.sum(F.coalesce(closed & (F.col("valid_to") < F.col("_next_from")), F.lit(False)).cast("long")).alias("gaps"),
+        F.sum(F.coalesce(F.col("valid_to") < F.col("valid_from"), F.lit(False)).cast("long")).alias("inverted"),
+    )

@@ -1,0 +1,117 @@
+"""The warehouse model (etl.core.model): the shipped files parse, and every malformed model fails
+before anything is written, with an error naming the file, the entity and the field."""
+
+import pytest
+
+from etl.core.config import load_config
+from etl.core.errors import ConfigError
+from etl.core.model import DEFAULT_MODEL_FILE, ColumnType, encode_key, load_model, parse_model
+from tests.helpers import ROOT
+
+EXAMPLE = ROOT / "examples" / "shop" / "model.toml"
+TEST_MODELS = sorted((ROOT / "tests" / "models").glob("*.toml"))
+
+
+def test_the_default_model_is_today_s_customer():
+    e = load_model().entity()
+    assert (e.name, e.table, e.directory, e.history, e.sequence) == ("customer", "customer_current", "", "current", "source_seq")
+    assert e.key_names == ("natural_key",) and e.key_columns_stored == ()
+    assert e.attribute_names == e.compare == ("name", "email", "city", "balance")
+    assert str(e.attributes[-1].type) == "decimal(18,2)"
+    assert load_model(DEFAULT_MODEL_FILE) is load_model()  # read once per version of the file
+
+
+def test_the_example_and_test_models_parse():
+    shop = load_model(EXAMPLE)
+    assert shop.names == ("customer", "product")
+    customer, product = shop.entities
+    assert (customer.table, customer.directory, customer.sequence) == ("customer_history", "customer", "updated_at")
+    assert "updated_at" not in customer.compare  # a new sequence is no new content
+    assert product.key_names == ("sku", "region") and product.compare == ("title", "price", "launched")
+    assert dict(product.settings) == {"n_part": 16} and product.join_strategy == "partitioned-hash"
+    assert len(TEST_MODELS) >= 2
+    for path in TEST_MODELS:
+        load_model(path)
+
+
+def test_an_entity_s_settings_and_directories_come_with_it(tmp_path):
+    cfg = load_config(env={}, overrides={"model_file": str(EXAMPLE), "entity": "product", "warehouse_root": str(tmp_path / "w"),
+                                         "landing_root": str(tmp_path / "l")})
+    assert (cfg.entity, cfg.n_part, cfg.join_strategy, cfg.sources) == ("product", 16, "partitioned-hash", ("erp",))
+    assert cfg.warehouse_path == tmp_path / "w" / "product" and cfg.landing_path == tmp_path / "l" / "product"
+    assert cfg.meta_path == tmp_path / "w" / "product" / "_meta"
+    assert cfg.for_entity("customer").join_strategy == "partitioned-range"
+    # An override still wins over the entity's declaration.
+    assert load_config(env={}, overrides={"model_file": str(EXAMPLE), "entity": "product", "n_part": 4}).n_part == 4
+    default = load_config(env={}, overrides={"warehouse_root": str(tmp_path / "w")})
+    assert default.warehouse_path == tmp_path / "w"  # the customer's tables stay at the root
+
+
+def test_keys_encode_to_one_text_without_collisions():
+    assert encode_key(("42",)) == "42"
+    assert encode_key(("a,b", "c")) != encode_key(("a", "b,c"))
+    assert encode_key(("a", "b")) == '["a","b"]'
+    assert encode_key(('x"', "é")) == '["x\\"","é"]'
+
+
+GOOD = """
+[entities.product]
+key = { sku = "string", region = "string" }
+attributes = { price = "decimal(10,2)" }
+"""
+
+BAD = {
+    "not TOML": ("[entities.product\n", "is not valid TOML"),
+    "no entity": ("x = 1\n", "unknown top-level field 'x'"),
+    "empty": ("", "declares no entity"),
+    "no key": ("[entities.product]\nattributes = { a = 'string' }\n", "entity 'product': 'key' is missing"),
+    "empty key": ("[entities.product]\nkey = {}\n", "'key' must be a table of column = type with at least one column"),
+    "bad type": ("[entities.product]\nkey = { sku = 'text' }\n", "key column 'sku': unknown type 'text'"),
+    "bad decimal": ("[entities.product]\nkey = { sku = 'string' }\nattributes = { p = 'decimal(3,5)' }\n",
+                    "attributes column 'p': 'decimal(3,5)': decimal(p,s) needs"),
+    "reserved": ("[entities.product]\nkey = { sku = 'string' }\nattributes = { op = 'string' }\n",
+                 "attributes column 'op': the name is the pipeline's own column"),
+    "prefix": ("[entities.product]\nkey = { km_x = 'string' }\n", "key column 'km_x': names starting with"),
+    "twice": ("[entities.product]\nkey = { sku = 'string' }\nattributes = { sku = 'string' }\n", "column 'sku' declared twice"),
+    "natural_key in a composite key": ("[entities.p]\nkey = { natural_key = 'string', b = 'string' }\n",
+                                       "key column 'natural_key': the name is the pipeline's own column"),
+    "natural_key not text": ("[entities.p]\nkey = { natural_key = 'integer' }\n", "key column 'natural_key' must be a string"),
+    "compare": ("[entities.product]\nkey = { sku = 'string' }\ncompare = ['price']\n", "compare names 'price', which is not an attribute"),
+    "sequence": ("[entities.product]\nkey = { sku = 'string' }\nattributes = { t = 'string' }\nsequence = 't'\n",
+                 "sequence 't' must be 'source_seq' or an integer or timestamp attribute"),
+    "history": ("[entities.product]\nkey = { sku = 'string' }\nhistory = 'scd2'\n", "history 'scd2' must be one of current, history"),
+    "field": ("[entities.product]\nkey = { sku = 'string' }\nkeys = 1\n", "unknown field 'keys'"),
+    "strategy": ("[entities.product]\nkey = { sku = 'string' }\njoin_strategy = 'fast'\n", "entity 'product': join_strategy:"),
+    "settings": ("[entities.product]\nkey = { sku = 'string' }\nsettings = { warehouse_root = '/' }\n",
+                 "settings 'warehouse_root': not a setting an entity may set"),
+    "entity name": ("[entities.Product]\nkey = { sku = 'string' }\n", "entity 'Product': an entity name is"),
+    "shared directory": ("[entities.a]\nkey = { k = 'string' }\ndirectory = 'x'\n[entities.b]\nkey = { k = 'string' }\ndirectory = 'x'\n",
+                         "entities share the directory x"),
+    "sources": ("[entities.product]\nkey = { sku = 'string' }\nsources = 'erp'\n", "'sources' must be a list of non-empty strings"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD))
+def test_a_malformed_model_names_the_file_the_entity_and_the_field(case, tmp_path):
+    text, message = BAD[case]
+    path = tmp_path / "model.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_model(path)
+    assert message in str(err.value) and str(path) in str(err.value)
+
+
+def test_a_bad_setting_value_in_a_model_fails_with_the_entity_named(tmp_path):
+    path = tmp_path / "model.toml"
+    path.write_text(GOOD + "[entities.product.settings]\nn_part = 'many'\n")
+    with pytest.raises(ConfigError, match="entity 'product', settings.*n_part"):
+        load_config(env={}, overrides={"model_file": str(path)})
+    with pytest.raises(ConfigError, match="no entity 'customer'"):
+        load_config(env={}, overrides={"model_file": str(path), "entity": "customer"})
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(env={}, overrides={"model_file": str(tmp_path / "missing.toml")})
+
+
+def test_types_parse_case_and_space_insensitively():
+    assert parse_model(GOOD).entity().attributes[0].type == ColumnType("decimal", 10, 2)
+    assert str(parse_model("[entities.p]\nkey = { a = ' Decimal( 5 , 0 ) ' }\n").entity().key[0].type) == "decimal(5,0)"

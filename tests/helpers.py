@@ -130,7 +130,7 @@ def crash_config(root: Path, landing: Path) -> EtlConfig:
 
 def crash_settings_json(cfg: EtlConfig) -> str:
     """``--settings-json`` for an `etl` process of the crash harness: ``cfg``'s roots and settings."""
-    names = ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", *CRASH_SETTINGS)
+    names = ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", "model_file", "entity", *CRASH_SETTINGS)
     return json.dumps({k: getattr(cfg, k) for k in names})
 
 

@@ -68,7 +68,10 @@ def loaded(request, spark, tmp_path_factory):
         each = copy_of(seeded[registry.spec(strategy).new_layout], root / "loads", strategy)
         jobs.load(spark, each, SEEDED_SECOND, strategy=strategy)
         out[strategy] = each
-    return out
+    yield out
+    # Four cases of six warehouses each: let the shared session forget their tables' cached logs.
+    spark.catalog.clearCache()
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
 
 
 def test_every_strategy_loads_the_entity_as_the_reference_does(spark, loaded):

@@ -115,3 +115,4 @@ def test_a_bad_setting_value_in_a_model_fails_with_the_entity_named(tmp_path):
 def test_types_parse_case_and_space_insensitively():
     assert parse_model(GOOD).entity().attributes[0].type == ColumnType("decimal", 10, 2)
     assert str(parse_model("[entities.p]\nkey = { a = ' Decimal( 5 , 0 ) ' }\n").entity().key[0].type) == "decimal(5,0)"
+

@@ -84,3 +84,15 @@ def test_exit_codes_of_errors_met_while_running():
     wrapped = RuntimeError("An error occurred while calling o123.save.\n: java.io.IOException: No space left on device")
     assert exit_code_of(wrapped)[0] == EXIT_LOCKED
     assert exit_code_of(KeyError("a bug"))[0] is None  # a bug keeps its trace (exit 1)
+
+
+def test_a_malformed_model_fails_before_anything_is_written(capsys, tmp_path):
+    model = tmp_path / "model.toml"
+    model.write_text("[entities.product]\nkey = { sku = 'string' }\nattributes = { price = 'money' }\n")
+    roots = [f"--set={r}_root={tmp_path / r}" for r in ("warehouse", "landing", "gx", "runs", "reports")]
+    for command in (["init"], ["run", "--start", "2026-11-22T01:00", "--end", "2026-11-22T02:00"],
+                    ["generate", "--start", "2026-11-22T01:00"]):
+        assert main([*command, "--model-file", str(model), *roots]) == EXIT_CONFIG
+        err = capsys.readouterr().err
+        assert str(model) in err and "entity 'product'" in err and "attributes column 'price'" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.toml"]  # nothing written

@@ -5,7 +5,9 @@ import sys
 
 import pytest
 
+from etl.core.config import load_config
 from etl.io.lock import LoadLock, WarehouseLocked
+from tests.helpers import ROOT
 
 
 def test_second_loader_fails_fast_naming_the_holder(tmp_path):
@@ -157,3 +159,17 @@ def test_unlock_removes_only_locks_whose_holder_is_gone_unless_forced(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     (tmp_path / "load.lock").write_text(json.dumps({"pid": int(dead.stdout), "host": socket.gethostname(), "owner": "x"}))
     assert "is gone" in unlock(tmp_path)
+
+
+def test_entities_load_under_their_own_locks(tmp_path):
+    """One loader per entity, not per warehouse: a load of one entity holding its lock does not
+    keep another entity's load from taking its own."""
+    base = load_config(env={}, overrides={"model_file": str(ROOT / "examples" / "shop" / "model.toml"), "warehouse_root": str(tmp_path)})
+    customer, product = base.for_entity("customer"), base.for_entity("product")
+    assert customer.meta_path != product.meta_path
+    with LoadLock(customer.meta_path, "load of customer"):
+        with LoadLock(product.meta_path, "load of product"):
+            pass
+        with pytest.raises(WarehouseLocked):
+            with LoadLock(customer.meta_path, "a second load of customer"):
+                pass

@@ -131,7 +131,7 @@ def test_a_hostile_landing_tree_every_line_once_and_no_merged_keys(spark, cfg, s
                 assert rejected[uid].reason == want, (uid, line)
             else:
                 got = ingested[uid]
-                assert (got.source_id, got.natural_key, got.op, got.source_seq, got.attributes["balance"]) == (
+                assert (got.source_id, got.natural_key, got.op, got.source_seq, got.balance) == (
                     want.source_id, want.natural_key, want.op, want.source_seq, want.attributes["balance"]), (uid, line)
     assert set(ingested) | set(rejected) == expected_ids  # each physical line once, none from elsewhere
     assert summary["lines"] == len(expected_ids) and summary["blank_lines"] == blank

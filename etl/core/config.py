@@ -144,7 +144,7 @@ class EtlConfig:
     def for_entity(self, name: str) -> "EtlConfig":
         """This configuration for entity ``name`` of its model, with the entity's own settings."""
         entity = self.model.entity(name)
-        return self.replace(entity=entity.name, **entity_settings(entity, self.model_file))
+        return self.replace(entity=entity.name, **entity_settings(self.model, entity))
 
     @property
     def warehouse_on_object_store(self) -> bool:
@@ -346,13 +346,13 @@ def strategy_settings_schema() -> dict[str, Any]:
     return {"type": "object", "properties": props, "additionalProperties": False}
 
 
-def entity_settings(entity: Entity, model_file: str = "") -> dict[str, Any]:
-    """The settings ``entity`` declares (its join strategy, sources and join parameters), typed."""
-    origin = f"model file {load_model(model_file or None).path!r}, entity {entity.name!r}, settings"
+def entity_settings(model: Model, entity: Entity) -> dict[str, Any]:
+    """The settings ``entity`` of ``model`` declares (its join strategy, sources and join
+    parameters), typed; the model has refused any other name already, so only a value can fail."""
     try:
-        out = _from_mapping(entity.settings, origin)
+        out = _from_mapping(entity.settings, "")
     except ConfigError as exc:
-        raise ConfigError(str(exc) if str(exc).startswith(origin) else f"{origin}: {exc}") from None
+        raise ConfigError(f"model file {model.path!r}, entity {entity.name!r}, settings: {exc}") from None
     if entity.join_strategy:
         out["join_strategy"] = entity.join_strategy
     if entity.sources:
@@ -375,7 +375,7 @@ def load_config(
     merged.update(read_env(env))
     given = _from_mapping({k: v for k, v in (overrides or {}).items() if v is not None}, "override")
     scope = {k: given.get(k, merged.get(k, "")) for k in ("model_file", "entity")}
-    entity = load_model(scope["model_file"] or None).entity(scope["entity"])
-    merged.update(entity_settings(entity, scope["model_file"]))
+    model = load_model(scope["model_file"] or None)
+    merged.update(entity_settings(model, model.entity(scope["entity"])))
     merged.update(given)
     return EtlConfig(**merged)

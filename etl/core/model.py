@@ -200,7 +200,7 @@ def _entity(path: str, name: str, raw: Any) -> Entity:
         raise ConfigError(f"{origin}: unknown field {', '.join(map(repr, unknown))}; fields: {', '.join(_ENTITY_FIELDS)}")
     if "key" not in raw:
         raise ConfigError(f"{origin}: 'key' is missing (the natural key: one or more typed columns)")
-    key = _columns(origin, raw["key"], "key", allow_natural_key=len(raw["key"]) == 1 if isinstance(raw["key"], Mapping) else False)
+    key = _columns(origin, raw["key"], "key", allow_natural_key=isinstance(raw["key"], Mapping) and len(raw["key"]) == 1)
     if any(c.name == "natural_key" and c.type.kind != "string" for c in key):
         raise ConfigError(f"{origin}: key column 'natural_key' must be a string (or take another name)")
     attributes = _columns(origin, raw.get("attributes", {}), "attributes")

@@ -20,6 +20,7 @@ run it in microseconds. The rules, in one place (docs/ingest.md repeats them for
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import unicodedata
@@ -363,14 +364,13 @@ class EntityRules:
         )
 
 
-_RULES: dict[Entity, EntityRules] = {}
+@functools.lru_cache(maxsize=64)
+def _rules_of(entity: Entity) -> EntityRules:
+    return EntityRules.of(entity)
 
 
 def rules(entity: Entity | None = None) -> EntityRules:
-    entity = entity or load_model().entity()
-    if entity not in _RULES:
-        _RULES[entity] = EntityRules.of(entity)
-    return _RULES[entity]
+    return _rules_of(entity or load_model().entity())
 
 
 def _sequence(attributes: Any, column: Column | None, value: Any) -> int:

@@ -27,12 +27,16 @@ def history_changes(outcomes: DataFrame, open_versions: DataFrame, entity: Entit
         (F.col("op") == "delete").alias("is_deleted"), "row_hash", "source_seq", "event_ts", "arrival_ts",
         F.col("batch_seq").alias("updated_batch_seq"),
     )
-    opened = open_versions.select("surrogate_key", F.col("valid_from").alias("_open_from"))
+    # Only the batch's keys' open versions (a semi-join on the batch's few keys), so the table's
+    # other open versions are never gathered anywhere.
+    keys = F.broadcast(applied.select("surrogate_key").distinct())
+    opened = open_versions.join(keys, "surrogate_key", "left_semi").select(
+        "surrogate_key", F.col("valid_from").alias("_open_from"))
     by_seq = Window.partitionBy("surrogate_key").orderBy("source_seq")
     so_far = by_seq.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    start = F.greatest(F.col("event_ts"), F.coalesce(F.col("_open_from"), F.col("event_ts")))
+    start = F.greatest(F.col("event_ts"), F.col("_open_from"))  # greatest skips a null: no open version
     versions = (
-        applied.join(F.broadcast(opened), "surrogate_key", "left")
+        applied.join(opened, "surrogate_key", "left")
         .withColumn("valid_from", F.max(start).over(so_far))
         .withColumn("valid_to", F.lead("valid_from").over(by_seq))
         .withColumn("is_current", F.col("valid_to").isNull())

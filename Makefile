@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup demo test test-pure test-fast test-spark test-e2e test-slow simulate benchmark benchmark-stream benchmark-targets crash-matrix airflow-start airflow-stop clean
+.PHONY: setup demo demo-shop test test-pure test-fast test-spark test-e2e test-slow simulate benchmark benchmark-stream benchmark-targets benchmark-facts crash-matrix airflow-start airflow-stop clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh
 	@scripts/setup.sh $(VENV)
@@ -13,6 +13,9 @@ setup: $(VENV)/.installed
 
 demo: setup
 	@scripts/demo.sh
+
+demo-shop: setup  ## the worked example of docs/model.md: two dimensions, then the orders fact, each through its DAG
+	@scripts/demo_shop.sh
 
 test: setup  ## the three tiers below in one session (one Spark session shared); what CI runs
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
@@ -45,6 +48,10 @@ benchmark-targets: setup  ## issue 26's targets at full size (20 M keys) in one 
 	    --work $(FULLWORK) --out docs/results/targets
 	$(PY) -m benchmarks.stream_live --work $(FULLWORK) --rate 1000 --minutes 10 --run-minutes 10 --k 16 \
 	    --modes stream:partitioned-range,stream:meshjoin --out docs/results/targets/stream_live-full.json
+
+benchmark-facts: setup  ## a fact stream against a 20 M-key dimension, the lookups by native and partitioned-range (docs/model.md "Facts")
+	$(PY) -m benchmarks.facts --keys 20000000 --rate 1000 --minutes 4 --strategies native,partitioned-range \
+	    --work $(FULLWORK)-facts --out docs/results/facts
 
 benchmark: setup  ## the four strategies and the hand-written baseline in Spark at several rates (small size: about 30 minutes)
 	$(PY) -m benchmarks.strategies --size small --out docs/results/strategies

@@ -76,6 +76,7 @@ def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float
         .withColumn("first_arrival_ts", ts).withColumn("last_arrival_ts", ts).withColumn("event_ts", ts)
         .withColumn("arrival_ts", ts).withColumn("created_batch_seq", F.lit(1).cast("long"))
         .withColumn("updated_batch_seq", F.lit(1).cast("long")).withColumn("is_deleted", F.lit(False))
+        .withColumn("is_inferred", F.lit(False))  # a customer some fact references has the column (conform drops it otherwise)
     )
     append(rows.repartition(cfg.n_part, "segment_id"), cfg, "key_map")
     append(rows, cfg, "customer_current")

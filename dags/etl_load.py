@@ -1,5 +1,6 @@
 """Load DAGs, one per entity of the warehouse model (``etl_load``, and ``etl_load_<entity>`` for
 an entity outside the roots): ingest -> join_and_load -> validate -> report, once per data interval.
+A fact's DAG first waits for its dimensions' DAGs to have validated the same interval.
 
 ``route`` goes first: an interval the always-on loader (``etl stream``) has loaded skips ingest
 and load (``loaded_by_stream``) and is only validated and reported; while a live stream has yet
@@ -15,15 +16,18 @@ from datetime import datetime, timedelta
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.providers.standard.operators.empty import EmptyOperator
+from airflow.providers.standard.sensors.external_task import ExternalTaskSensor
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param, task
 
 from etl.core.config import load_config, strategy_settings_schema
 from etl.core.registry import NAMES as JOIN_STRATEGIES
 from etl.entrypoints.airflow_support import (
     APPLICATION,
+    DIMENSION_WAIT,
     INTERVAL_ARGS,
     SPARK_CONN_ID,
     STREAM_LOADED,
+    dimension_loads,
     entity_args,
     entity_configs,
     run_report,
@@ -77,7 +81,7 @@ def load_dag(suffix: str, cfg) -> DAG:
             **spark_job,
         )
 
-        @task.branch(task_id="route")
+        @task.branch(task_id="route", trigger_rule="none_failed")  # a fact's dimension wait may time out (skipped)
         def route(data_interval_start=None, data_interval_end=None) -> str:
             return stream_route(data_interval_start, data_interval_end, entity=entity)
 
@@ -87,7 +91,16 @@ def load_dag(suffix: str, cfg) -> DAG:
         def report(data_interval_start=None, data_interval_end=None) -> dict:
             return run_report(data_interval_start, data_interval_end, entity=entity)
 
-        route() >> [ingest, loaded_by_stream]
+        routed = route()
+        # A fact waits for its dimensions' loads of the same interval, so the keys it names are
+        # there already; after DIMENSION_WAIT it loads anyway (keys a dimension has not loaded yet
+        # become inferred members, filled when it does).
+        for dimension in dimension_loads(cfg):
+            ExternalTaskSensor(
+                task_id=f"wait_for_{dimension.entity}", external_dag_id=dimension.dag_id, external_task_id="validate",
+                mode="reschedule", poke_interval=30, timeout=DIMENSION_WAIT.total_seconds(), soft_fail=True,
+            ) >> routed
+        routed >> [ingest, loaded_by_stream]
         ingest >> join_and_load >> validate
         loaded_by_stream >> validate >> report()
     return dag

@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from etl.core.model import Column, Entity, load_model
+from etl.core.model import Column, Entity, Model, load_model
 from etl.io.landing import landing_file  # noqa: F401  (where the generator writes; re-exported)
 
 CITIES = (
@@ -268,8 +268,37 @@ class CustomerShape(Shape):
         return _malformed(kind, record)
 
 
-def shape_of(entity: Entity | None) -> Shape:
-    """The customer's own shape for the default model's entity (and any of the same columns)."""
+class FactShape(Shape):
+    """A fact's lines: each reference's columns hold a key of its dimension's generated stream (a
+    key number below ``key_domain``, in the dimension's shape), the same for every line of one
+    fact, so a correction changes the fact's own attributes, not what it references."""
+
+    def __init__(self, entity: Entity, dimensions: dict[str, Entity], key_domain: int) -> None:
+        super().__init__(entity)
+        self.dimensions = {name: shape_of(dim) for name, dim in dimensions.items()}
+        self.key_domain = key_domain
+
+    def references(self, index: int) -> dict:
+        out = {}
+        for j, r in enumerate(self.entity.references):
+            dim = self.dimensions[r.dimension]
+            fields = dim.key_fields((index * 7919 + 104729 * j) % self.key_domain, self.key_domain)
+            out.update({mine: fields[theirs.name] for mine, theirs in zip(r.by, dim.entity.key)})
+        return out
+
+    def initial(self, source_id: str, index: int) -> dict:
+        return {**super().initial(source_id, index), **self.references(index)}
+
+    def content(self, source_id: str, index: int, rng: np.random.Generator) -> dict:
+        return {**super().content(source_id, index, rng), **self.references(index)}
+
+
+def shape_of(entity: Entity | None, model: Model | None = None, key_domain: int = 1) -> Shape:
+    """The customer's own shape for the default model's entity (and any of the same columns); a
+    fact's references drawn from its dimensions' keys (``model`` has them)."""
+    if entity is not None and entity.is_fact:
+        model = model or load_model()
+        return FactShape(entity, {r.dimension: model.entity(r.dimension) for r in entity.references}, key_domain)
     default = load_model().entity()
     if entity is None or (entity.key == default.key and entity.attributes == default.attributes and entity.sequence == default.sequence):
         return CustomerShape(entity or default)
@@ -305,10 +334,12 @@ def generate_stream(
     overwrite: bool = False,
     progress: Callable[[str], None] | None = None,
     entity: Entity | None = None,
+    model: Model | None = None,
 ) -> GeneratedStream:
     """Write the stream of ``entity`` (default: the customer) as JSON-lines landing files; one file
-    per source and arrival minute."""
-    shape = shape_of(entity)
+    per source and arrival minute. A fact's references name keys of its dimensions in ``model``
+    (generated with the same ``key_domain``, most of them exist there)."""
+    shape = shape_of(entity, model, spec.key_domain)
     rng = np.random.default_rng(spec.seed)
     landing_root = Path(landing_root)
     total = int(round(spec.rate * spec.duration_s))

@@ -250,6 +250,7 @@ def report(cfg: EtlConfig, interval: Interval) -> dict:
         "blank_lines": ingest_s.get("blank_lines", 0),
         "skipped": ingest_s.get("skipped", []),
         "keys_allocated": load_s.get("keys_allocated", 0),
+        "inferred_members": load_s.get("inferred_members", {}),  # a fact's: per dimension
         "batches_committed": load_s.get("batches_committed", 0),
         "batches_already_done": load_s.get("batches_already_done", 0),
         "delay_avg_s": load_s.get("delay_avg_s"),
@@ -279,6 +280,9 @@ def format_report(rep: dict, cfg: EtlConfig | None = None) -> str:
         if len(rep["skipped"]) > 10:
             lines.append(f"    ... and {len(rep['skipped']) - 10} more (ingest summary)")
     lines.append(f"  keys allocated      {rep['keys_allocated']}")
+    if rep.get("inferred_members"):
+        lines.append("  inferred members    " + ", ".join(f"{d}={n}" for d, n in rep["inferred_members"].items())
+                     + " (keys the dimensions had not loaded yet)")
     lines.append(
         f"  micro-batches       {rep['batches_committed']} committed, {rep['batches_already_done']} already done"
     )

@@ -6,6 +6,8 @@
   row per version of a surrogate key;
 - ``<name>_history_validity`` (history entities): one row per surrogate key with its count of
   open versions (exactly 1), and of overlaps and gaps between consecutive versions (0 each);
+- ``<name>_fact_references`` (facts): one row per reference with its count of dangling fact keys
+  (keys its dimension's ``key_map`` does not hold): 0 each;
 - ``run_conservation``: one row per counting identity of the run (updates in = sum of outcomes,
   and the identities between stages); ``expected`` must equal ``actual`` (DESIGN.md §3.1).
 
@@ -33,7 +35,9 @@ def entity_table_suite(entity: Entity):
     def build() -> list:
         import great_expectations.expectations as gxe
 
-        not_null = ["surrogate_key", "source_id", "natural_key", *(c.name for c in entity.key_columns_stored)]
+        # A fact's references too: every fact row has each of its dimension keys.
+        not_null = ["surrogate_key", "source_id", "natural_key", *(c.name for c in entity.key_columns_stored),
+                    *(r.name for r in entity.references)]
         if entity.history == "current":
             unique = [gxe.ExpectColumnValuesToBeUnique(column="surrogate_key"),
                       gxe.ExpectCompoundColumnsToBeUnique(column_list=["source_id", "natural_key"])]
@@ -56,6 +60,17 @@ def history_validity_suite() -> list:
     ]
 
 
+def fact_references_suite() -> list:
+    """No fact key dangling: each reference's count of fact rows whose key its dimension's
+    ``key_map`` does not hold is 0."""
+    import great_expectations.expectations as gxe
+
+    return [
+        gxe.ExpectColumnValuesToNotBeNull(column="dangling"),
+        gxe.ExpectColumnValuesToBeBetween(column="dangling", min_value=0, max_value=0),
+    ]
+
+
 def run_conservation_suite() -> list:
     import great_expectations.expectations as gxe
 
@@ -70,6 +85,8 @@ def suites(entity: Entity) -> dict:
     out = {"key_map": key_map_suite, entity.table: entity_table_suite(entity)}
     if entity.history == "history":
         out[f"{entity.table}_validity"] = history_validity_suite
+    if entity.is_fact:
+        out[f"{entity.table}_references"] = fact_references_suite
     out["run_conservation"] = run_conservation_suite
     return out
 

@@ -189,6 +189,9 @@ def _entity_table(entity: Entity) -> StructType:
         _s("natural_key", StringType(), False),
         *entity_columns(entity),
         _s("is_deleted", BooleanType(), False),
+        # A dimension some fact references: a key a fact named before the dimension had it, its
+        # attributes empty until the dimension's first update for it fills the row (same key).
+        *([_s("is_inferred", BooleanType(), False)] if entity.inferred else []),
         _s("row_hash", StringType(), False),
     ]
     if entity.history == "current":  # one row per surrogate key: its last applied update

@@ -12,7 +12,12 @@ One ``[entities.<name>]`` table per entity (docs/model.md has the whole format):
 - ``history``: ``current`` (SCD type 1: one row per key) or ``history`` (SCD type 2: one row per
   version, ``valid_from``/``valid_to``/``is_current``);
 - ``sources``, ``join_strategy``, ``directory`` and ``settings`` (the papers' parameters for this
-  entity's join).
+  entity's join);
+- ``kind``: ``dimension`` (the default) or ``fact``. A fact has ``references``, each a surrogate
+  key column filled from a dimension's ``key_map`` by the fact's own columns (``by``), and is
+  identified by its ``key`` (a correction replaces the fact) or by an ``event_id`` (append-only: a
+  second line with the same id is a duplicate). A dimension that a fact references gets inferred
+  members: a key a fact names before the dimension has seen it.
 
 Every error names the file, the entity and the field. Internally a key is one text,
 ``encode_key``: the value itself for a one-column key, a JSON array of the parts' texts for a
@@ -21,6 +26,7 @@ composite one, so ``key_map`` and every join strategy stay the same for any key 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -35,6 +41,7 @@ from etl.core.errors import ConfigError
 
 TYPES = ("string", "integer", "decimal(p,s)", "date", "timestamp", "boolean")
 HISTORY_KINDS = ("current", "history")
+KINDS = ("dimension", "fact")
 DEFAULT_SEQUENCE = "source_seq"
 # The default model: today's customer entity (its tables at the warehouse root, where versions
 # before the model kept them).
@@ -51,7 +58,7 @@ RESERVED = frozenset({
     "stored_source_seq", "applies", "is_last_applied", "is_deleted", "last_source_seq", "updated_batch_seq",
     "valid_from", "valid_to", "is_current", "kind", "path_source_id", "file_name", "line_number", "raw_line",
     "arrival_minute", "reject_reason", "file_bytes", "file_sha256", "file_lines", "file_blank_lines",
-    "stands_for", "attributes", "strategy", "count", "is_new",
+    "stands_for", "attributes", "strategy", "count", "is_new", "is_inferred",
 })
 _RESERVED_PREFIXES = ("km_", "o_", "_")
 # The settings an entity may set for its own join (the rest are the warehouse's).
@@ -60,7 +67,12 @@ ENTITY_SETTINGS = (
     "rho", "theta", "n_part", "k", "d", "memory_budget", "wait_buffer_tuples", "max_wait_s", "key_domain",
     "h_mark", "l_mark", "block_factor", "deletion_vectors", "deletion_vectors_from_bytes",
 )
-_ENTITY_FIELDS = ("key", "attributes", "compare", "sequence", "history", "sources", "join_strategy", "directory", "settings")
+_ENTITY_FIELDS = ("kind", "key", "event_id", "attributes", "references", "compare", "sequence", "history", "sources",
+                  "join_strategy", "directory", "settings")
+_REFERENCE_FIELDS = ("dimension", "by", "source")
+# Key types a reference may join on: the fact's column is encoded in Spark as the dimension's
+# line rules encode the key (``etl.transforms.references.encoded``); a timestamp's text is not.
+REFERENCE_KEY_TYPES = ("string", "integer", "decimal", "date", "boolean")
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,18 @@ class Column:
 
 
 @dataclass(frozen=True)
+class Reference:
+    """A fact's surrogate key column ``name``, filled from ``dimension``'s ``key_map`` by the
+    fact's columns ``by`` (the dimension's key, in order) under the source ``source`` (empty: the
+    fact line's own ``source_id``)."""
+
+    name: str
+    dimension: str
+    by: tuple[str, ...]
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class Entity:
     name: str
     key: tuple[Column, ...]
@@ -91,6 +115,18 @@ class Entity:
     join_strategy: str = ""  # empty: the warehouse's setting
     directory: str = ""  # under each root; empty: the root itself
     settings: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    kind: str = "dimension"
+    references: tuple[Reference, ...] = ()
+    append_only: bool = False  # a fact identified by an event id: a repeated id is a duplicate
+    inferred: bool = False  # a dimension some fact references: its table flags inferred members
+
+    @property
+    def is_fact(self) -> bool:
+        return self.kind == "fact"
+
+    @property
+    def reference_columns(self) -> tuple[Column, ...]:
+        return tuple(Column(r.name, ColumnType("integer")) for r in self.references)
 
     @property
     def key_names(self) -> tuple[str, ...]:
@@ -107,13 +143,13 @@ class Entity:
 
     @property
     def columns(self) -> tuple[Column, ...]:
-        """The declared columns a table row carries, keys first."""
-        return (*self.key_columns_stored, *self.attributes)
+        """The declared columns a table row carries, keys first, a fact's surrogate keys last."""
+        return (*self.key_columns_stored, *self.attributes, *self.reference_columns)
 
     @property
     def table(self) -> str:
-        """The entity's own table: ``<name>_current`` or ``<name>_history``."""
-        return f"{self.name}_{self.history}"
+        """The entity's own table: ``<name>_current``, ``<name>_history`` or ``<name>_fact``."""
+        return f"{self.name}_fact" if self.is_fact else f"{self.name}_{self.history}"
 
     @property
     def sequence_column(self) -> Column | None:
@@ -198,9 +234,22 @@ def _entity(path: str, name: str, raw: Any) -> Entity:
     unknown = sorted(set(raw) - set(_ENTITY_FIELDS))
     if unknown:
         raise ConfigError(f"{origin}: unknown field {', '.join(map(repr, unknown))}; fields: {', '.join(_ENTITY_FIELDS)}")
-    if "key" not in raw:
-        raise ConfigError(f"{origin}: 'key' is missing (the natural key: one or more typed columns)")
-    key = _columns(origin, raw["key"], "key", allow_natural_key=isinstance(raw["key"], Mapping) and len(raw["key"]) == 1)
+    kind = raw.get("kind", "dimension")
+    if kind not in KINDS:
+        raise ConfigError(f"{origin}: kind {kind!r} must be one of {', '.join(KINDS)}")
+    append_only = "event_id" in raw
+    if kind != "fact" and ("event_id" in raw or "references" in raw):
+        raise ConfigError(f"{origin}: {'event_id' if 'event_id' in raw else 'references'} is for kind = \"fact\" only")
+    if append_only and "key" in raw:
+        raise ConfigError(f"{origin}: declare 'key' (a correction replaces the fact) or 'event_id' (append-only), not both")
+    if append_only and (not isinstance(raw["event_id"], Mapping) or len(raw["event_id"]) != 1):
+        raise ConfigError(f"{origin}: 'event_id' must be one typed column, like event_id = {{ order_line = \"string\" }}")
+    if "key" not in raw and not append_only:
+        raise ConfigError(f"{origin}: 'key' is missing (the natural key: one or more typed columns"
+                          + ("; or a fact's 'event_id'" if kind == "fact" else "") + ")")
+    what = "event_id" if append_only else "key"
+    raw_key = raw[what]
+    key = _columns(origin, raw_key, "key", allow_natural_key=isinstance(raw_key, Mapping) and len(raw_key) == 1)
     if any(c.name == "natural_key" and c.type.kind != "string" for c in key):
         raise ConfigError(f"{origin}: key column 'natural_key' must be a string (or take another name)")
     attributes = _columns(origin, raw.get("attributes", {}), "attributes")
@@ -222,6 +271,8 @@ def _entity(path: str, name: str, raw: Any) -> Entity:
         if col is None or col.type.kind not in ("integer", "timestamp"):
             raise ConfigError(f"{origin}: sequence {sequence!r} must be {DEFAULT_SEQUENCE!r} or an integer or timestamp attribute")
     history = raw.get("history", "current")
+    if kind == "fact" and history != "current":
+        raise ConfigError(f"{origin}: history {history!r}: a fact has no versions (a correction replaces it); leave 'history' out")
     if history not in HISTORY_KINDS:
         raise ConfigError(f"{origin}: history {history!r} must be one of {', '.join(HISTORY_KINDS)} (current: SCD type 1; history: SCD type 2)")
     sources = _strings(origin, raw["sources"], "sources") if "sources" in raw else ()
@@ -240,7 +291,78 @@ def _entity(path: str, name: str, raw: Any) -> Entity:
     refused = sorted(set(settings) - set(ENTITY_SETTINGS))
     if refused:
         raise ConfigError(f"{origin}: settings {', '.join(map(repr, refused))}: not a setting an entity may set ({', '.join(ENTITY_SETTINGS)})")
-    return Entity(name, key, attributes, tuple(compare), sequence, history, sources, strategy, directory, dict(settings))
+    references = _references(origin, raw.get("references", {}), (*key, *attributes)) if kind == "fact" else ()
+    if kind == "fact" and not references:
+        raise ConfigError(f"{origin}: a fact needs 'references' (at least one surrogate key from a dimension)")
+    return Entity(name, key, attributes, tuple(compare), sequence, history, sources, strategy, directory, dict(settings),
+                  kind, references, append_only)
+
+
+def _references(origin: str, raw: Any, columns: tuple[Column, ...]) -> tuple[Reference, ...]:
+    """A fact's references, checked against its own columns (``_check_references`` checks them
+    against the dimensions once every entity is read)."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{origin}: 'references' must be a table of <surrogate key column> = {{ dimension, by, source }}")
+    names = {c.name for c in columns}
+    out = []
+    for name, ref in raw.items():
+        where = f"{origin}: reference {name!r}"
+        _columns(origin, {name: "integer"}, "references")  # the column name's own rules
+        if name in names:
+            raise ConfigError(f"{where}: the name is a declared column already")
+        if not isinstance(ref, Mapping):
+            raise ConfigError(f"{where}: must be a table {{ dimension = \"...\", by = [...] }}")
+        unknown = sorted(set(ref) - set(_REFERENCE_FIELDS))
+        if unknown:
+            raise ConfigError(f"{where}: unknown field {', '.join(map(repr, unknown))}; fields: {', '.join(_REFERENCE_FIELDS)}")
+        dimension = ref.get("dimension")
+        if not isinstance(dimension, str) or not dimension:
+            raise ConfigError(f"{where}: 'dimension' (the referenced entity's name) is missing")
+        by = _strings(where, ref.get("by"), "by") if "by" in ref else ()
+        if not by:
+            raise ConfigError(f"{where}: 'by' (the fact's columns holding the dimension's key, in order) is missing")
+        for c in by:
+            if c not in names:
+                raise ConfigError(f"{where}: by names {c!r}, which is not a column of the fact")
+        source = ref.get("source", "")
+        if not isinstance(source, str):
+            raise ConfigError(f"{where}: 'source' must be the dimension's source name (leave it out: the fact line's source)")
+        out.append(Reference(name, dimension, by, source))
+    return tuple(out)
+
+
+def _check_references(path: str, entities: tuple[Entity, ...]) -> tuple[Entity, ...]:
+    """Each reference against its dimension (exists, is a dimension, key types in order, source),
+    then every referenced dimension marked ``inferred``."""
+    by_name = {e.name: e for e in entities}
+    referenced = set()
+    for e in entities:
+        types = {c.name: c.type for c in (*e.key, *e.attributes)}
+        for r in e.references:
+            where = f"model file {path!r}, entity {e.name!r}: reference {r.name!r}"
+            dim = by_name.get(r.dimension)
+            if dim is None:
+                raise ConfigError(f"{where}: no entity {r.dimension!r} in the model (declared: {', '.join(by_name)})")
+            if dim.is_fact:
+                raise ConfigError(f"{where}: {r.dimension!r} is a fact; a reference names a dimension")
+            if len(r.by) != len(dim.key):
+                raise ConfigError(f"{where}: by has {len(r.by)} column(s) but {dim.name!r}'s key has {len(dim.key)} "
+                                  f"({', '.join(dim.key_names)})")
+            for mine, theirs in zip(r.by, dim.key):
+                if types[mine] != theirs.type:
+                    raise ConfigError(f"{where}: by column {mine!r} is {types[mine]} but {dim.name!r}'s key column "
+                                      f"{theirs.name!r} is {theirs.type}")
+                if theirs.type.kind not in REFERENCE_KEY_TYPES:
+                    raise ConfigError(f"{where}: a reference by a {theirs.type} key column is not supported "
+                                      f"({', '.join(REFERENCE_KEY_TYPES)})")
+            strays = sorted(set(e.sources) - set(dim.sources)) if not r.source and dim.sources else []
+            if strays:
+                raise ConfigError(f"{where}: the fact's source(s) {', '.join(strays)} are not {dim.name!r}'s sources "
+                                  f"({', '.join(dim.sources)}); give the reference a 'source'")
+            if r.source and dim.sources and r.source not in dim.sources:
+                raise ConfigError(f"{where}: source {r.source!r} is not one of {dim.name!r}'s sources ({', '.join(dim.sources)})")
+            referenced.add(dim.name)
+    return tuple(dataclasses.replace(e, inferred=True) if e.name in referenced else e for e in entities)
 
 
 def parse_model(text: str, path: str = "<model>") -> Model:
@@ -254,7 +376,7 @@ def parse_model(text: str, path: str = "<model>") -> Model:
     entities = data.get("entities")
     if not isinstance(entities, Mapping) or not entities:
         raise ConfigError(f"model file {path!r}: declares no entity ([entities.<name>] with a key)")
-    out = tuple(_entity(path, name, raw) for name, raw in entities.items())
+    out = _check_references(path, tuple(_entity(path, name, raw) for name, raw in entities.items()))
     dirs = [e.directory for e in out]
     twice = sorted({d or "(the roots)" for d in dirs if dirs.count(d) > 1})
     if twice:

@@ -8,7 +8,11 @@ of keys allocated in the run. Used by the tests and, later, by the benchmarks as
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
 from typing import Iterable, Mapping
+
+from etl.core.model import encode_key
 
 
 @dataclass
@@ -30,9 +34,11 @@ def decide(
     updates: Iterable[Mapping],
     key_map: Mapping[tuple[str, str], KeyState] | None = None,
     next_key: int = 1,
+    append_only: bool = False,
 ) -> tuple[list[Decision], dict[tuple[str, str], KeyState]]:
     """Outcome of every update (dicts with update_id, source_id, natural_key, source_seq, row_hash,
-    arrival_ts), and the key map afterwards. ``key_map`` is not modified."""
+    arrival_ts), and the key map afterwards. ``key_map`` is not modified. ``append_only``: a fact
+    identified by an event id, whose newer content is a duplicate (``same_event``)."""
     state = {k: KeyState(v.surrogate_key, v.last_source_seq, v.row_hash) for k, v in (key_map or {}).items()}
     decisions = []
     for u in sorted(updates, key=lambda u: (u["arrival_ts"], u["update_id"])):
@@ -49,6 +55,9 @@ def decide(
             outcome, reason = "duplicate", "redelivered"
         elif digest == known.row_hash:
             outcome, reason = "duplicate", "unchanged_content"
+            known.last_source_seq = seq
+        elif append_only:
+            outcome, reason = "duplicate", "same_event"
             known.last_source_seq = seq
         else:
             outcome, reason = "matched", None
@@ -88,4 +97,46 @@ def entity_rows(updates: Iterable[Mapping], decisions: Iterable[Decision], colum
             last = i == len(versions) - 1
             rows.append({**row(u), "source_seq": int(u["source_seq"]), "valid_from": starts[i],
                          "valid_to": None if last else starts[i + 1], "is_current": last})
+    return rows
+
+
+def key_text(value) -> str:
+    """A typed key part's canonical text, as the line rules give it (``etl.core.records``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, date):
+        return value.isoformat()
+    return str(value)
+
+
+def reference_key(update: Mapping, reference) -> tuple[str, str]:
+    """The dimension key (``source_id``, ``natural_key``) a fact update names by ``reference``."""
+    return (reference.source or update["source_id"], encode_key(tuple(key_text(update[c]) for c in reference.by)))
+
+
+def inferred_rows(facts: Mapping[object, Iterable[Mapping]], dimension, known: set, history: str) -> list[dict]:
+    """The inferred members the reference expects in ``dimension``'s table: each key a fact names
+    (``facts``: fact entity -> its ingested updates) that the dimension never had (``known``), with
+    no content, the times of the first fact naming it, flagged ``is_inferred``."""
+    first: dict[tuple[str, str], Mapping] = {}
+    for fact, updates in facts.items():
+        for r in fact.references:
+            if r.dimension != dimension.name:
+                continue
+            for u in updates:
+                k = reference_key(u, r)
+                if k not in known and (k not in first or (u["arrival_ts"], u["update_id"]) < (first[k]["arrival_ts"], first[k]["update_id"])):
+                    first[k] = {**u, "_by": dict(zip((c.name for c in dimension.key), (u[c] for c in r.by)))}
+    rows = []
+    for (source, natural_key), u in first.items():
+        row = {"source_id": source, "natural_key": natural_key,
+               **{c.name: u["_by"].get(c.name) for c in dimension.columns},
+               "is_deleted": False, "is_inferred": True, "row_hash": "", "event_ts": u["event_ts"], "arrival_ts": u["arrival_ts"]}
+        if history == "current":
+            row["last_source_seq"] = -1
+        else:
+            row.update(source_seq=-1, valid_from=u["event_ts"], valid_to=None, is_current=True)
+        rows.append(row)
     return rows

@@ -52,6 +52,7 @@ REJECT_REASONS = (
     "bad_attributes",  # ``attributes`` is not an object
     "bad_attribute_type",  # an attribute of the wrong JSON type (a non-numeric decimal, a date not YYYY-MM-DD)
     "bad_attribute_value",  # right type, value not storable: past its decimal(p,s) or 64 bits, a NUL
+    "missing_reference",  # a fact's reference column missing, or not a valid key of its dimension
 )
 MAX_NATURAL_KEY_CHARS = 256
 BOM = b"\xef\xbb\xbf"
@@ -354,13 +355,16 @@ class EntityRules:
     key: tuple[tuple[str, Callable], ...]
     attributes: tuple[tuple[str, Callable], ...]
     sequence: Column | None
+    required: tuple[tuple[str, Callable], ...] = ()  # a fact's attributes that its references join by
 
     @classmethod
     def of(cls, entity: Entity) -> "EntityRules":
+        by = {c for r in entity.references for c in r.by}
         return cls(
             tuple((c.name, _key_part_check(c.type)) for c in entity.key),
             tuple((c.name, _attribute_check(c.type)) for c in entity.attributes),
             entity.sequence_column,
+            tuple((c.name, _key_part_check(c.type)) for c in entity.attributes if c.name in by),
         )
 
 
@@ -422,6 +426,13 @@ def check_record(rec: dict, path_source_id: str, sources: tuple[str, ...] = (), 
     for name, check in r.attributes:
         value = attributes.get(name)
         typed[name] = None if value is None else check(value)
+    for name, check in r.required:  # the dimension's key rules: an inferred member must be a key it accepts
+        try:
+            if attributes.get(name) is None:
+                raise Reject("missing_reference")
+            check(attributes[name])
+        except Reject:
+            raise Reject("missing_reference") from None
     return Update(
         source_id=source_id,
         natural_key=encode_key(tuple(texts)),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 
 from etl.core.config import EtlConfig, load_config
@@ -19,7 +21,28 @@ def entity_configs(cfg: EtlConfig) -> list[tuple[str, EtlConfig]]:
     """One (DAG id suffix, configuration) per entity of the model, read at parse time (a TOML file,
     no Spark, no table): the entity at the roots (the default customer) keeps the DAG ids it always
     had; any other entity's DAGs end in ``_<entity>``."""
-    return [("" if e.directory == "" else f"_{e.name}", cfg.for_entity(e.name)) for e in cfg.model.entities]
+    return [(dag_suffix(cfg, e.name), cfg.for_entity(e.name)) for e in cfg.model.entities]
+
+
+# How long a fact's load DAG waits for its dimensions' loads of the same interval before it loads
+# anyway (its early keys then become inferred members).
+DIMENSION_WAIT = timedelta(hours=1)
+
+
+@dataclass(frozen=True)
+class DimensionLoad:
+    entity: str
+    dag_id: str
+
+
+def dag_suffix(cfg: EtlConfig, entity: str) -> str:
+    return "" if cfg.model.entity(entity).directory == "" else f"_{entity}"
+
+
+def dimension_loads(cfg: EtlConfig) -> list[DimensionLoad]:
+    """The load DAGs a fact's load DAG waits for: its referenced dimensions' (none for a dimension)."""
+    names = sorted({r.dimension for r in cfg.entity_model.references})
+    return [DimensionLoad(n, f"etl_load{dag_suffix(cfg, n)}") for n in names]
 
 
 def entity_args(cfg: EtlConfig) -> list[str]:

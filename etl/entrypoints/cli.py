@@ -429,7 +429,8 @@ def _generate(args: argparse.Namespace, cfg: EtlConfig) -> int:
             s=s,
             seed=args.seed,
         )
-        result = generate_stream(spec, cfg.landing_path, overwrite=args.overwrite, progress=_progress, entity=cfg.entity_model)
+        result = generate_stream(spec, cfg.landing_path, overwrite=args.overwrite, progress=_progress, entity=cfg.entity_model,
+                                 model=cfg.model)
     except (ValueError, FileExistsError) as exc:
         print(f"etl: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -104,9 +104,11 @@ def merge_history(table: DeltaTable, changes: DataFrame, entity: Entity) -> None
     the batch's versions inserted, each key's open version closed where they start. Idempotent:
     a version already there matches itself, and an open version the batch made is not closed by it."""
     columns = schema_of(entity.table, entity).fieldNames()
+    merge = table.alias("t").merge(F.broadcast(changes).alias("s"), HISTORY_MERGE_CONDITION)
+    if entity.inferred:  # an inferred member's placeholder version gives way to the first real one
+        merge = merge.whenMatchedDelete(condition=f"s._kind = '{CLOSE}' AND t.is_inferred")
     (
-        table.alias("t")
-        .merge(F.broadcast(changes).alias("s"), HISTORY_MERGE_CONDITION)
+        merge
         .whenMatchedUpdate(
             condition=f"s._kind = '{CLOSE}'",
             set={"valid_to": "s.valid_from", "is_current": "false", "updated_batch_seq": "s.updated_batch_seq"},

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import contextmanager
 
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
@@ -33,12 +34,13 @@ from etl.core.policy import load_batches, plan_lookahead
 from etl.core.spark_conf import COMMIT_SQL_SETTINGS
 from etl.core.stream_plan import n_windows, settled_groups
 from etl.io.layout_store import load_layout, settle_pending_layout
-from etl.io.lock import LoadLock
+from etl.io.lock import LoadLock, WarehouseLocked
 from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, run_owner
 from etl.io.spark import sql_settings
 from etl.io.tables import ensure_tables, read, settle_deletion_vectors
 from etl.load.apply import delta_table, merge_current, merge_history, merge_key_map, summarise_outcomes
 from etl.load.ledger import Ledger
+from etl.load.references import References
 from etl.load.results import (
     FLUSH_STEP,
     NO_BATCH,
@@ -74,6 +76,9 @@ class Loader:
         # is kept for the next call while nobody else has loaded and the layout is the same.
         self._open_run: tuple[str, int] | None = None
         self._continuing = False
+        # A fact's dimensions, which its batches' keys are looked up in (and inferred members
+        # committed to) before its own join.
+        self.references = References(spark, cfg, Loader) if cfg.entity_model.is_fact else None
 
     def _prepare(self, run_key: str) -> None:
         """Under the lock: settle a rebalance cut short, then the layout and the strategy (the open
@@ -90,6 +95,53 @@ class Loader:
         self.layout = layout
         self.segment_of = segment_column(self.layout)
         self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout)
+
+    # ------------------------------------------------------------------ serving a fact's references
+
+    @contextmanager
+    def attached(self, owner: str, wait_s: float):
+        """This warehouse locked and prepared for another entity's load (a fact resolving its
+        references against this dimension): waits up to ``wait_s`` for a load holding it, settles
+        a rebalance cut short, and recovers a batch a crash left unapplied, the first time."""
+        deadline = time.monotonic() + wait_s
+        if self.strategy is None:
+            ensure_tables(self.spark, self.cfg)
+        while True:
+            try:
+                lock = LoadLock(self.cfg.meta_path, owner, self.cfg.lock_stale_seconds).__enter__()
+                break
+            except WarehouseLocked:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        self._lock = lock
+        try:
+            self.ledger.forget()
+            settle_pending_layout(self.spark, self.cfg)
+            layout = load_layout(self.cfg, self.spec.new_layout)
+            first = self.strategy is None
+            if first or layout != self.layout:
+                self.layout, self.segment_of = layout, segment_column(layout)
+                self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout)
+            if first:
+                self.recover()
+            yield self
+        finally:
+            self._lock = None
+            lock.__exit__(None, None, None)
+
+    def lookup(self, probes):
+        """``probes`` (``source_id``, ``natural_key``, ...) joined with ``key_map`` the way this
+        warehouse's join strategy reads it (``attached`` only)."""
+        return self.strategy.lookup(probes)
+
+    def commit_inferred(self, run_key: str, batch_index: int, joined) -> list:
+        """Commit ``joined`` (``transforms.references.inferred_updates``) as one batch of this
+        warehouse, by the same protocol as a released batch (``attached`` only). Returns the keys
+        it decided (``source_id``, ``natural_key``, ``surrogate_key`` rows)."""
+        kept: dict = {}
+        self._commit(run_key, batch_index, joined, time.time(), kept)
+        return kept["keys"]
 
     # ------------------------------------------------------------------ the protocol
 
@@ -177,6 +229,8 @@ class Loader:
     def _load(self, interval: Interval, progress=None, closed_windows: int | None = None) -> LoadResult:
         final = closed_windows is None or closed_windows >= n_windows(interval, self.cfg.micro_batch_seconds)
         result = LoadResult(interval.run_key, self.strategy.name)
+        if self.references:
+            result.inferred_members, result.reference_lookups = self.references.counting()
         owner = None
         if not self._continuing:
             owner = check_owner(self.spark, self.cfg, interval.run_key, self.strategy.name, self.layout.kind)
@@ -194,10 +248,18 @@ class Loader:
         if self._continuing:
             self.strategy.arrived(sizes)
         else:
-            self.strategy.begin(interval.run_key, ingested, sorted(done), ledger_rows)
+            # A restart replays committed batches from this: their keys exist, read lazily.
+            known = self.references.looked_up(ingested) if self.references else ingested
+            self.strategy.begin(interval.run_key, known, sorted(done), ledger_rows)
+        source = ingested
+        if self.references and todo:
+            # A fact's keys, for all the batches this call loads at once (one lookup and at most one
+            # inferred-member batch per dimension), held: every batch is a slice of them.
+            todo_rows = ingested.where(F.col("batch_index").isin(todo))
+            source = self.references.resolve(todo_rows, interval.run_key, max(todo)).localCheckpoint(eager=True)
         for n, index in enumerate(todo, 1):
             started = time.time()
-            batch = ingested.where(f"batch_index = {index}").drop("run_key", "batch_index")
+            batch = source.where(f"batch_index = {index}").drop("run_key", "batch_index")
             for joined in self.strategy.submit(batch, index):
                 result.batches.append(self._commit(interval.run_key, index, joined, started))
             if progress:
@@ -240,7 +302,7 @@ class Loader:
         first_of = F.create_map(*[F.lit(x) for g in groups for w in g for x in (w, g[0])])
         return ingested.withColumn("batch_index", first_of[F.col("batch_index")]), [g[0] for g in groups], sizes
 
-    def _commit(self, run_key: str, batch_index: int, joined, started: float) -> BatchResult:
+    def _commit(self, run_key: str, batch_index: int, joined, started: float, kept: dict | None = None) -> BatchResult:
         if self._lock is not None:
             self._lock.verify()  # fencing: never commit after the lock was taken from us
         last_seq, next_key = self.ledger.state()
@@ -252,7 +314,7 @@ class Loader:
         # Decided once and held: the log and both MERGEs see the same rows without reading the
         # log back (a recomputation after the key_map MERGE would decide against the new state).
         # Held lazily: the batch's summary, its first action, stores it in the same Spark job.
-        decided = resolve(joined, next_key).select(
+        decided = resolve(joined, next_key, self.cfg.entity_model.append_only).select(
             "*",
             F.lit(run_key).alias("run_key"),
             F.lit(batch_seq).cast("long").alias("batch_seq"),
@@ -260,6 +322,8 @@ class Loader:
         ).localCheckpoint(eager=False)
         try:
             step, logged, summary = self._log(run_key, batch_index, batch_seq, started, next_key, decided)
+            if kept is not None:  # held already: read from memory
+                kept["keys"] = decided.select("source_id", "natural_key", "surrogate_key").distinct().collect()
             self._apply(decided, summary["segments"], summary["new_keys"], held=True)
         finally:
             decided.unpersist()

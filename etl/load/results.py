@@ -36,6 +36,9 @@ class LoadResult:
     batches: list[BatchResult] = field(default_factory=list)
     skipped_batches: int = 0
     recovered_batches: int = 0
+    # A fact's load: per referenced dimension, the keys it allocated there as inferred members.
+    inferred_members: dict[str, int] = field(default_factory=dict)
+    reference_lookups: dict[str, dict] = field(default_factory=dict)  # and what its lookups cost
 
     @property
     def counts(self) -> dict:
@@ -57,6 +60,8 @@ class LoadResult:
             "updates_in": sum(b.updates_in for b in self.batches),
             "outcomes": self.counts,
             "keys_allocated": sum(b.keys_allocated for b in self.batches),
+            **({"inferred_members": dict(self.inferred_members), "reference_lookups": dict(self.reference_lookups)}
+               if self.inferred_members else {}),
             "delay_avg_s": (sum(d * n for d, n in delays) / weight) if weight else None,
             "delay_p99_s": max((b.delay_p99_s for b in self.batches if b.delay_p99_s is not None), default=None),
             "batches": [asdict(b) for b in self.batches],

@@ -27,6 +27,18 @@ def data_docs_index(cfg: EtlConfig) -> Path:
     return cfg.gx_path / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
 
 
+def references_frame(spark, cfg: EtlConfig):
+    """A fact's references, one row each: ``reference``, ``dimension`` and ``dangling``, its fact
+    rows whose key is null or not in the dimension's ``key_map``."""
+    fact = read(spark, cfg, cfg.entity_model.table)
+    rows = []
+    for r in cfg.entity_model.references:
+        keys = read(spark, cfg.for_entity(r.dimension), "key_map").select(F.col("surrogate_key").alias(r.name))
+        dangling = fact.select(r.name).join(keys, r.name, "left_anti").count()
+        rows.append((r.name, r.dimension, dangling))
+    return spark.createDataFrame(rows, "reference string, dimension string, dangling long")
+
+
 def conservation_frame(spark, cfg: EtlConfig, interval: Interval | None):
     """One row per counting identity: ``check``, ``expected``, ``actual``. For one run, or (``None``)
     for the whole warehouse. A run's updates in are the lines its ingest fingerprinted
@@ -38,7 +50,9 @@ def conservation_frame(spark, cfg: EtlConfig, interval: Interval | None):
     ingested = of("ingested_updates").count()
     rejected = of("rejected_updates").count()
     log_rows = of("outcome_log")
-    logged = log_rows.count()
+    # A dimension's inferred members (committed for a fact, op "infer") are logged but were never
+    # ingested: they are new keys, not updates in.
+    logged = log_rows.where(F.col("op") != "infer").count()
     new_outcomes = log_rows.where(F.col("outcome") == "new").count()
     km = read(spark, cfg, "key_map")
     if interval is not None:
@@ -189,6 +203,7 @@ def _run_suites(spark, cfg: EtlConfig, run_name: str, interval: Interval | None)
         "key_map": lambda: read(spark, cfg, "key_map"),
         entity.table: lambda: read(spark, cfg, entity.table),
         f"{entity.table}_validity": lambda: history_validity(read(spark, cfg, entity.table)),
+        f"{entity.table}_references": lambda: references_frame(spark, cfg),
         "run_conservation": lambda: conservation_frame(spark, cfg, interval),
     }
     checks = []

@@ -21,6 +21,7 @@ from etl.core.interval import Interval
 from etl.core.panes import BUCKETS_PER_DOUBLING, COUNTS, Pane, pane_seconds, window_metrics, windows
 from etl.io.tables import read
 from etl.quality.gate import run_suites
+from etl.transforms.references import inferred_run_key
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,7 @@ def pane_aggregates(spark, cfg: EtlConfig, interval: Interval) -> dict[tuple[str
     outcomes = (
         read(spark, cfg, "outcome_log")
         .where((F.col("arrival_ts") >= F.lit(lo)) & (F.col("arrival_ts") < F.lit(hi)))
+        .where(F.col("op") != "infer")  # a fact's inferred members are no source updates (inferred_members)
         .join(ledger, "batch_seq")
         .select(
             "source_id",
@@ -125,6 +127,21 @@ def plot(rows: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
+def inferred_members(spark, cfg: EtlConfig, interval: Interval) -> dict:
+    """A fact's run: per dimension, the keys it allocated there as inferred members. A dimension
+    some fact references: how many of its members are still inferred (no update of its filled them)."""
+    entity = cfg.entity_model
+    if entity.is_fact:
+        run = inferred_run_key(entity.name, interval.run_key)
+        return {"allocated": {d: read(spark, cfg.for_entity(d), "outcome_log").where(
+            (F.col("run_key") == run) & (F.col("reason") == "inferred")).count()
+            for d in sorted({r.dimension for r in entity.references})}}
+    if entity.inferred:
+        rows = read(spark, cfg, entity.table).where(F.col("is_inferred"))
+        return {"unfilled": rows.select("surrogate_key").distinct().count()}
+    return {}
+
+
 def build_report(spark, cfg: EtlConfig, interval: Interval) -> dict:
     out = report_dir(cfg, interval)
     out.mkdir(parents=True, exist_ok=True)
@@ -168,6 +185,7 @@ def build_report(spark, cfg: EtlConfig, interval: Interval) -> dict:
         "sources": sorted({r["source_id"] for r in rows}),
         "windows": rows,
         "interval_totals": totals,
+        **({"inferred_members": inferred} if (inferred := inferred_members(spark, cfg, interval)) else {}),
     }
     (out / "report.json").write_text(json.dumps(report, indent=1, default=str))
     log.info("quality report written to %s", out)

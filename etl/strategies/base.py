@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from etl.core.faults import crash_point
 from etl.io.files import write_json
-from etl.io.tables import read
+from etl.io.tables import read, table_bytes
 
 KM_COLUMNS = ("km_surrogate_key", "km_row_hash", "km_last_source_seq")
 KEY = ["source_id", "natural_key"]
@@ -62,6 +62,7 @@ class JoinStrategy(ABC):
         self.cfg = cfg
         self.layout = layout
         self.update_columns = update_columns(cfg.entity_model)
+        self.lookup_stats = JoinStats()
 
     def key_map(self):
         return read(self.spark, self.cfg, "key_map")
@@ -75,6 +76,15 @@ class JoinStrategy(ABC):
             key_map["row_hash"].alias("km_row_hash"),
             key_map["last_source_seq"].alias("km_last_source_seq"),
         )
+
+    def lookup(self, probes):
+        """Keys looked up and answered in this call (a fact's references: a fact row is committed
+        with all of its keys): ``probes`` (``source_id``, ``natural_key``, ...) with the ``km_*``
+        columns, null where the key is not in ``key_map``. The baseline, and MESHJOIN (one whole
+        cycle of the disk-resident relation answers every queued tuple), read all of ``key_map``.
+        What it read is ``lookup_stats``."""
+        self.lookup_stats = JoinStats(keymap_bytes_read=table_bytes(self.spark, self.cfg, "key_map"))
+        return probes.join(self.lookup_columns(self.key_map()), KEY, "left")
 
     def _snapshot_path(self):
         return self.cfg.meta_path / "runs" / f"{self.run_key}.{self.name}.json"

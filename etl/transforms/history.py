@@ -6,7 +6,8 @@ column), which only increases per key, so a stale update never becomes a version
 rewrites history. Validity is ``[valid_from, valid_to)`` in event time, with no gap and no
 overlap: a version starts at its ``event_ts``, or at its predecessor's start when that is later
 (the sequence decides the order; such a version is valid for no time), and ends where the next
-begins; the open version (``valid_to`` null, ``is_current``) is the last."""
+begins; the open version (``valid_to`` null, ``is_current``) is the last. An inferred member (a key a fact
+named first) is one open version with no content; the dimension's first real version replaces it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from etl.core.model import Entity
+from etl.transforms.outcomes import INFER
 
 VERSION = "version"  # a row to insert
 CLOSE = "close"  # closes the key's open version where the batch's first version starts
@@ -24,14 +26,19 @@ def history_changes(outcomes: DataFrame, open_versions: DataFrame, entity: Entit
     (``_kind``). ``open_versions``: the history table's open rows (``surrogate_key``, ``valid_from``)."""
     applied = outcomes.where(F.col("applies")).select(
         "surrogate_key", "source_id", "natural_key", *(c.name for c in entity.columns),
-        (F.col("op") == "delete").alias("is_deleted"), "row_hash", "source_seq", "event_ts", "arrival_ts",
+        (F.col("op") == "delete").alias("is_deleted"),
+        *([(F.col("op") == INFER).alias("is_inferred")] if entity.inferred else []),
+        "row_hash", "source_seq", "event_ts", "arrival_ts",
         F.col("batch_seq").alias("updated_batch_seq"),
     )
     # Only the batch's keys' open versions (a semi-join on the batch's few keys), so the table's
-    # other open versions are never gathered anywhere.
+    # other open versions are never gathered anywhere. An inferred member's open version bounds
+    # nothing: the first real version replaces it (the MERGE deletes it) and starts at its own time.
     keys = F.broadcast(applied.select("surrogate_key").distinct())
-    opened = open_versions.join(keys, "surrogate_key", "left_semi").select(
-        "surrogate_key", F.col("valid_from").alias("_open_from"))
+    opened = open_versions.join(keys, "surrogate_key", "left_semi")
+    if entity.inferred:
+        opened = opened.where(~F.col("is_inferred"))
+    opened = opened.select("surrogate_key", F.col("valid_from").alias("_open_from"))
     by_seq = Window.partitionBy("surrogate_key").orderBy("source_seq")
     so_far = by_seq.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     start = F.greatest(F.col("event_ts"), F.col("_open_from"))  # greatest skips a null: no open version

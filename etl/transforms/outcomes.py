@@ -18,14 +18,21 @@ KEY = ("source_id", "natural_key")
 ARRIVAL_ORDER = ("arrival_ts", "update_id")
 
 
-def classify(joined: DataFrame) -> DataFrame:
+INFER = "infer"  # the op of an inferred member's update (``etl.load.references``): a key with no content yet
+INFERRED_SEQ = -1  # its sequence and row hash: below and unlike any real update's, which fills it
+INFERRED_HASH = ""
+
+
+def classify(joined: DataFrame, append_only: bool = False) -> DataFrame:
     """Adds ``outcome`` (new, matched, duplicate, stale), ``reason``, ``applies``, ``is_last_applied``.
 
-    - new: the key is in neither ``key_map`` nor earlier in the batch (its first update);
+    - new: the key is in neither ``key_map`` nor earlier in the batch (its first update); reason
+      ``inferred`` for an inferred member (op ``infer``);
     - stale: ``source_seq`` below the highest seen for the key;
     - duplicate/redelivered: ``source_seq`` equal to the highest seen (the same update again);
     - duplicate/unchanged_content: newer, but its content equals the current version;
-    - matched: a newer version with new content.
+    - matched: a newer version with new content; with ``append_only`` (a fact identified by an
+      event id) a duplicate/same_event instead: an event happens once.
     """
     by_key = Window.partitionBy(*KEY).orderBy(*ARRIVAL_ORDER)
     before = by_key.rowsBetween(Window.unboundedPreceding, -1)
@@ -40,6 +47,7 @@ def classify(joined: DataFrame) -> DataFrame:
     ).withColumn(
         "_advances", F.col("_prev_max_seq").isNull() | (F.col("source_seq") > F.col("_prev_max_seq"))
     )
+    inferred = (F.col("op") == INFER) if "op" in joined.columns else F.lit(False)
     prev_hash = F.coalesce(
         F.last(F.when(F.col("_advances"), F.col("row_hash")), ignorenulls=True).over(before), F.col("km_row_hash")
     )
@@ -49,12 +57,14 @@ def classify(joined: DataFrame) -> DataFrame:
         .when(F.col("source_seq") < F.col("_prev_max_seq"), "stale")
         .when(F.col("source_seq") == F.col("_prev_max_seq"), "duplicate")
         .when(F.col("row_hash") == F.col("_prev_hash"), "duplicate")
-        .otherwise("matched")
+        .otherwise("duplicate" if append_only else "matched")
     )
     reason = (
         F.when(F.col("outcome") == "stale", "stale")
+        .when((F.col("outcome") == "new") & inferred, "inferred")
         .when((F.col("outcome") == "duplicate") & (F.col("source_seq") == F.col("_prev_max_seq")), "redelivered")
-        .when(F.col("outcome") == "duplicate", "unchanged_content")
+        .when((F.col("outcome") == "duplicate") & (F.col("row_hash") == F.col("_prev_hash")), "unchanged_content")
+        .when(F.col("outcome") == "duplicate", "same_event")
     )
     step2 = (
         step1.withColumn("_prev_hash", prev_hash)
@@ -88,9 +98,9 @@ def allocate_keys(classified: DataFrame, next_key: int) -> DataFrame:
     )
 
 
-def resolve(joined: DataFrame, next_key: int) -> DataFrame:
+def resolve(joined: DataFrame, next_key: int, append_only: bool = False) -> DataFrame:
     """classify then allocate: the whole decision for one released micro-batch."""
-    return allocate_keys(classify(joined), next_key)
+    return allocate_keys(classify(joined, append_only), next_key)
 
 
 def key_map_changes(outcomes: DataFrame, segment_of) -> DataFrame:
@@ -115,6 +125,7 @@ def current_state_rows(outcomes: DataFrame, entity: Entity = DEFAULT_ENTITY) -> 
         "natural_key",
         *(c.name for c in entity.columns),
         (F.col("op") == "delete").alias("is_deleted"),
+        *([(F.col("op") == INFER).alias("is_inferred")] if entity.inferred else []),
         "row_hash",
         F.col("source_seq").alias("last_source_seq"),
         "event_ts",

@@ -127,16 +127,18 @@ def test_parse_time_is_bounded(dag_bag):
     assert all(stats[f] < 2.0 for f in ("etl_load.py", "etl_quality_report.py", "etl_maintenance.py")), stats
 
 
-TWO_ENTITY_GRAPHS = {
+SHOP_GRAPHS = {
     **{f"etl_load_{e}": GRAPHS["etl_load"] for e in ("customer", "product")},
-    **{f"etl_quality_report_{e}": GRAPHS["etl_quality_report"] for e in ("customer", "product")},
-    **{f"etl_maintenance_{e}": GRAPHS["etl_maintenance"] for e in ("customer", "product")},
+    # the orders fact waits for its two dimensions' loads of the same interval
+    "etl_load_orders": {**GRAPHS["etl_load"], "wait_for_customer": {"route"}, "wait_for_product": {"route"}},
+    **{f"etl_quality_report_{e}": GRAPHS["etl_quality_report"] for e in ("customer", "product", "orders")},
+    **{f"etl_maintenance_{e}": GRAPHS["etl_maintenance"] for e in ("customer", "product", "orders")},
 }
 
 
-def test_a_two_entity_model_gets_one_dag_of_each_kind_per_entity(tmp_path):
-    """The worked example's model (docs/model.md): the DAGs come from the model file alone, each
-    task works on its DAG's entity, and each DAG's join strategy is its entity's."""
+def dags_of_model(model, tmp_path) -> dict:
+    """The DAGs the dags folder makes of ``model`` (in a fresh interpreter, as the DAG processor
+    parses them): per DAG its task graph, each task's arguments and sensed DAG, its strategy, tags."""
     from tests.helpers import ROOT
 
     code = (
@@ -145,21 +147,46 @@ def test_a_two_entity_model_gets_one_dag_of_each_kind_per_entity(tmp_path):
         "print(json.dumps({'errors': {k: str(v) for k, v in bag.import_errors.items()}, 'dags': {d.dag_id: {"
         "'graph': {t.task_id: sorted(t.downstream_task_ids) for t in d.tasks},"
         "'args': {t.task_id: list(getattr(t, 'application_args', None) or []) for t in d.tasks},"
+        "'senses': {t.task_id: [t.external_dag_id, t.external_task_id, t.mode, t.soft_fail] for t in d.tasks if hasattr(t, 'external_dag_id')},"
         "'strategy': d.params.get_param('join_strategy').value if 'join_strategy' in d.params else None,"
         "'tags': sorted(d.tags)} for d in bag.dags.values()}}))"
     )
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "ETL_MODEL_FILE": str(ROOT / "examples" / "shop" / "model.toml")}
+           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "ETL_MODEL_FILE": str(model)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["errors"] == {}
-    dags = got["dags"]
-    assert {d: {t: set(n) for t, n in v["graph"].items()} for d, v in dags.items()} == TWO_ENTITY_GRAPHS
-    for entity, strategy in (("customer", "partitioned-range"), ("product", "partitioned-hash")):
+    return got["dags"]
+
+
+def test_the_example_model_gets_one_dag_of_each_kind_per_entity(tmp_path):
+    """The worked example's model (docs/model.md: two dimensions and a fact): the DAGs come from
+    the model file alone, each task works on its DAG's entity, and each DAG's join strategy is its
+    entity's."""
+    from tests.helpers import ROOT
+
+    dags = dags_of_model(ROOT / "examples" / "shop" / "model.toml", tmp_path)
+    assert {d: {t: set(n) for t, n in v["graph"].items()} for d, v in dags.items()} == SHOP_GRAPHS
+    for entity, strategy in (("customer", "partitioned-range"), ("product", "partitioned-hash"), ("orders", "native")):
         load = dags[f"etl_load_{entity}"]
         assert load["strategy"] == strategy and f"entity:{entity}" in load["tags"]
+        assert bool(load["senses"]) == (entity == "orders")  # a dimension waits for nobody
         for kind in ("load", "quality_report", "maintenance"):
             for task, args in dags[f"etl_{kind}_{entity}"]["args"].items():
                 if args:
                     assert args[args.index("--entity") + 1] == entity, (kind, task)
+
+
+def test_a_fact_s_load_waits_for_its_dimensions_loads_of_the_same_interval(tmp_path):
+    from tests.helpers import ROOT
+
+    dags = dags_of_model(ROOT / "tests" / "models" / "facts" / "orders.toml", tmp_path)
+    load = dags["etl_load_orders"]
+    waits = {"wait_for_customer": {"route"}, "wait_for_product": {"route"}}
+    assert {t: set(n) for t, n in load["graph"].items()} == {**{t: set(n) for t, n in GRAPHS["etl_load"].items()}, **waits}
+    # the sensors poke the dimensions' load DAGs' validate task, freeing their slot in between, and
+    # give way (skipped, the load goes on) when a dimension has not loaded within the wait
+    assert load["senses"] == {"wait_for_customer": ["etl_load_customer", "validate", "reschedule", True],
+                              "wait_for_product": ["etl_load_product", "validate", "reschedule", True]}
+    assert set(dags) == {f"etl_{k}_{e}" for k in ("load", "quality_report", "maintenance") for e in ("customer", "product", "orders")}

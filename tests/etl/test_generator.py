@@ -94,11 +94,12 @@ MODELS = [ROOT / "examples" / "shop" / "model.toml", *sorted((ROOT / "tests" / "
 
 @pytest.mark.parametrize("model", MODELS, ids=lambda p: p.stem)
 def test_a_declared_entity_s_stream_follows_its_model(tmp_path, model):
-    for entity in load_model(model).entities:
+    declared = load_model(model)
+    for entity in declared.entities:
         spec = StreamSpec(start=T0, duration_s=120, rate=30, seed=3, key_domain=200, malformed_share=0.05,
                           unchanged_share=0.2, sources=entity.sources or ("crm", "web"))
-        out = generate_stream(spec, tmp_path / entity.name, entity=entity)
-        again = generate_stream(spec, tmp_path / f"{entity.name}-again", entity=entity)
+        out = generate_stream(spec, tmp_path / entity.name, entity=entity, model=declared)
+        again = generate_stream(spec, tmp_path / f"{entity.name}-again", entity=entity, model=declared)
         assert _read_all(tmp_path / entity.name) == _read_all(tmp_path / f"{entity.name}-again") and out.lines == again.lines
         valid, rejected, keys = 0, Counter(), Counter()
         for path in sorted((tmp_path / entity.name).rglob("*.jsonl")):
@@ -113,6 +114,8 @@ def test_a_declared_entity_s_stream_follows_its_model(tmp_path, model):
                 keys[(u.source_id, u.natural_key)] += 1
                 assert set(u.key) == set(entity.key_names)
                 assert all(v is not None for k, v in u.attributes.items() if k in entity.compare)
+                if entity.is_fact:  # each reference names a key of its dimension's stream (numbers below key_domain)
+                    assert u.attributes["customer_id"] < 200 and int(u.attributes["sku"].removeprefix("sku-")) < 200
         # Every line the generator meant to be valid is; every malformed one is rejected.
         assert valid == out.lines - out.kinds["malformed"] and sum(rejected.values()) == out.kinds["malformed"]
         assert len(keys) > 20 and max(keys.values()) > 1  # keys repeat: matches and duplicates happen

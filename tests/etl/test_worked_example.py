@@ -40,3 +40,4 @@ def test_the_worked_example_loads_each_entity_through_the_cli(spark, tmp_path):
         assert_entity_equals_oracle(spark, cfg)
     summary = json.loads((tmp_path / "runs" / "product" / "20261122T1000-20261122T1005" / "load.json").read_text())
     assert summary["strategy"] == "partitioned-hash"  # the entity's declared join
+

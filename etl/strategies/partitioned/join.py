@@ -81,23 +81,34 @@ class PartitionedJoin(JoinStrategy):
             oldest[seg] = min(oldest.get(seg, r["first"] / 1e6), r["first"] / 1e6)
         return StepArrivals(by_epoch, oldest, max((r["last"] / 1e6 for r in rows), default=None))
 
+    def _sizes_now(self) -> dict:
+        # Rows per segment: only the partition column is selected, so Spark answers from the
+        # Parquet footers' row counts without reading key_map's data.
+        counts = self.key_map().groupBy("segment_id").count().collect()
+        total_rows = sum(int(r["count"]) for r in counts)
+        return {
+            "sizes": {str(r["segment_id"]): int(r["count"]) for r in counts},
+            "row_bytes": (table_bytes(self.spark, self.cfg, "key_map") / total_rows) if total_rows else 128.0,
+        }
+
+    def lookup(self, probes):
+        """Only the segments the probes fall in are read (partition pruning): a fact's keys cost
+        the dimension's touched partitions, not the whole of it."""
+        with_segment = self._with_segment(probes)
+        segments = sorted(int(r[0]) for r in with_segment.select("segment_id").distinct().collect())
+        if not self.sizes.tuples:  # no run began here (a fact's lookups): the segments' sizes once
+            data = self._sizes_now()
+            self.sizes = SegmentSizes({int(k): v for k, v in data["sizes"].items()}, float(data["row_bytes"]))
+        self.lookup_stats = JoinStats(keymap_bytes_read=sum(self.sizes.bytes(s) for s in segments), segments_probed=len(segments))
+        return with_segment.join(self._segments(segments), KEY, "left").drop("segment_id")
+
     # ------------------------------------------------------------------ run start / restart
 
     def begin(self, run_key: str, ingested, done_steps: list[int], ledger_rows: list) -> None:
         self.run_key = run_key
         self._wait_buffer = WaitBuffer(self.spark, self.cfg, run_key)
 
-        def sizes_now() -> dict:
-            # Rows per segment: only the partition column is selected, so Spark answers from the
-            # Parquet footers' row counts without reading key_map's data.
-            counts = self.key_map().groupBy("segment_id").count().collect()
-            total_rows = sum(int(r["count"]) for r in counts)
-            return {
-                "sizes": {str(r["segment_id"]): int(r["count"]) for r in counts},
-                "row_bytes": (table_bytes(self.spark, self.cfg, "key_map") / total_rows) if total_rows else 128.0,
-            }
-
-        data = self.run_snapshot(sizes_now)
+        data = self.run_snapshot(self._sizes_now)
         self.sizes = SegmentSizes({int(k): v for k, v in data["sizes"].items()}, float(data["row_bytes"]))
 
         steps = sorted(i for i in done_steps if i >= 0)

@@ -23,8 +23,10 @@ def test_the_default_model_is_today_s_customer():
 
 def test_the_example_and_test_models_parse():
     shop = load_model(EXAMPLE)
-    assert shop.names == ("customer", "product")
-    customer, product = shop.entities
+    assert shop.names == ("customer", "product", "orders")
+    customer, product, orders = shop.entities
+    assert orders.is_fact and [r.dimension for r in orders.references] == ["customer", "product"]
+    assert customer.inferred and product.inferred
     assert (customer.table, customer.directory, customer.sequence) == ("customer_history", "customer", "updated_at")
     assert "updated_at" not in customer.compare  # a new sequence is no new content
     assert product.key_names == ("sku", "region") and product.compare == ("title", "price", "launched")
@@ -88,6 +90,41 @@ BAD = {
     "shared directory": ("[entities.a]\nkey = { k = 'string' }\ndirectory = 'x'\n[entities.b]\nkey = { k = 'string' }\ndirectory = 'x'\n",
                          "entities share the directory x"),
     "sources": ("[entities.product]\nkey = { sku = 'string' }\nsources = 'erp'\n", "'sources' must be a list of non-empty strings"),
+    # Facts: their references are checked against the dimensions they name.
+    "kind": ("[entities.p]\nkey = { k = 'string' }\nkind = 'cube'\n", "kind 'cube' must be one of dimension, fact"),
+    "references of a dimension": ("[entities.p]\nkey = { k = 'string' }\nreferences = {}\n", "references is for kind = \"fact\" only"),
+    "fact without references": ("[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\n", "a fact needs 'references'"),
+    "key and event_id": ("[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\nevent_id = { e = 'string' }\n",
+                         "declare 'key' (a correction replaces the fact) or 'event_id'"),
+    "event_id of two columns": ("[entities.f]\nkind = 'fact'\nevent_id = { a = 'string', b = 'string' }\n", "'event_id' must be one typed column"),
+    "fact history": ("[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\nhistory = 'history'\n", "a fact has no versions"),
+    "unknown dimension": (GOOD + "[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\nattributes = { s = 'string' }\n"
+                          "references = { p_sk = { dimension = 'store', by = ['s'] } }\n", "reference 'p_sk': no entity 'store'"),
+    "by a missing column": (GOOD + "[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\n"
+                            "references = { p_sk = { dimension = 'product', by = ['sku', 'region'] } }\n", "by names 'sku', which is not a column"),
+    "by too few columns": (GOOD + "[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\nattributes = { s = 'string' }\n"
+                           "references = { p_sk = { dimension = 'product', by = ['s'] } }\n", "by has 1 column(s) but 'product''s key has 2"),
+    "by of another type": (GOOD + "[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\nattributes = { s = 'string', r = 'integer' }\n"
+                           "references = { p_sk = { dimension = 'product', by = ['s', 'r'] } }\n", "by column 'r' is integer but 'product''s key column 'region' is string"),
+    "a fact referenced": ("[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\nreferences = { g_sk = { dimension = 'g', by = ['id'] } }\n"
+                          "[entities.g]\nkind = 'fact'\nkey = { id = 'integer' }\nreferences = { f_sk = { dimension = 'f', by = ['id'] } }\n",
+                          "'g' is a fact; a reference names a dimension"),
+    "reference name taken": (GOOD + "[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\nattributes = { s = 'string', r = 'string' }\n"
+                             "references = { s = { dimension = 'product', by = ['s', 'r'] } }\n", "reference 's': the name is a declared column already"),
+    "reference source": (GOOD.replace("[entities.product]", "[entities.product]\nsources = ['erp']") +
+                         "[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\nattributes = { s = 'string', r = 'string' }\n"
+                         "references = { p_sk = { dimension = 'product', by = ['s', 'r'], source = 'web' } }\n",
+                         "source 'web' is not one of 'product''s sources"),
+    "reference by the fact's sources": (GOOD.replace("[entities.product]", "[entities.product]\nsources = ['erp']") +
+                                        "[entities.f]\nkind = 'fact'\nsources = ['shop']\nkey = { id = 'integer' }\n"
+                                        "attributes = { s = 'string', r = 'string' }\n"
+                                        "references = { p_sk = { dimension = 'product', by = ['s', 'r'] } }\n",
+                                        "the fact's source(s) shop are not 'product''s sources"),
+    "reference by a timestamp": ("[entities.d]\nkey = { t = 'timestamp' }\n[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\n"
+                                 "attributes = { at = 'timestamp' }\nreferences = { d_sk = { dimension = 'd', by = ['at'] } }\n",
+                                 "a reference by a timestamp key column is not supported"),
+    "reference field": (GOOD + "[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\n"
+                        "references = { p_sk = { dimension = 'product', by = ['id'], on = 1 } }\n", "reference 'p_sk': unknown field 'on'"),
 }
 
 
@@ -116,3 +153,28 @@ def test_types_parse_case_and_space_insensitively():
     assert parse_model(GOOD).entity().attributes[0].type == ColumnType("decimal", 10, 2)
     assert str(parse_model("[entities.p]\nkey = { a = ' Decimal( 5 , 0 ) ' }\n").entity().key[0].type) == "decimal(5,0)"
 
+
+
+FACTS = ROOT / "tests" / "models" / "facts" / "orders.toml"
+
+
+def test_a_fact_s_references_and_the_dimensions_they_make_inferred():
+    model = load_model(FACTS)
+    customer, product, orders = (model.entity(n) for n in ("customer", "product", "orders"))
+    assert (orders.kind, orders.table, orders.history, orders.append_only) == ("fact", "orders_fact", "current", False)
+    assert [(r.name, r.dimension, r.by, r.source) for r in orders.references] == [
+        ("customer_sk", "customer", ("customer_id",), ""), ("product_sk", "product", ("sku", "region"), "erp")]
+    # the surrogate keys are the fact's last columns, never compared (not content of the line)
+    assert [c.name for c in orders.columns][-2:] == ["customer_sk", "product_sk"]
+    assert "customer_sk" not in orders.compare
+    assert customer.inferred and product.inferred and not orders.inferred
+    assert not load_model(TEST_MODELS[0]).entity().inferred  # nothing references it there
+
+
+def test_an_event_id_makes_an_append_only_fact(tmp_path):
+    path = tmp_path / "model.toml"
+    path.write_text(GOOD + "[entities.clicks]\nkind = 'fact'\nevent_id = { click_id = 'string' }\n"
+                    "attributes = { sku = 'string', region = 'string' }\n"
+                    "references = { product_sk = { dimension = 'product', by = ['sku', 'region'] } }\n")
+    clicks = load_model(path).entity("clicks")
+    assert clicks.append_only and clicks.key_names == ("click_id",) and clicks.table == "clicks_fact"

@@ -1,6 +1,8 @@
-from datetime import datetime
+from datetime import date, datetime
+from decimal import Decimal
 
-from etl.core.oracle import KeyState, decide, entity_rows
+from etl.core.model import parse_model
+from etl.core.oracle import KeyState, decide, entity_rows, inferred_rows, key_text, reference_key
 
 
 def u(uid, key, seq, digest, t, source="crm"):
@@ -54,3 +56,36 @@ def test_entity_rows_give_the_current_row_or_the_versions_with_their_validity():
         ("B", 11, t[2], t[5], False),
         (None, 13, t[5], None, True),  # the delete is the open version
     ]
+
+
+def test_an_append_only_fact_keeps_its_first_content():
+    updates = [u("a", "1", 1, "h1", 1), u("b", "1", 2, "h2", 2), u("c", "1", 2, "h2", 3), u("d", "1", 3, "h1", 4)]
+    decisions, state = decide(updates, append_only=True)
+    assert [(d.outcome, d.reason) for d in decisions] == [
+        ("new", None), ("duplicate", "same_event"), ("duplicate", "redelivered"), ("duplicate", "unchanged_content")]
+    assert state[("crm", "1")] == KeyState(1, 3, "h1")
+
+
+MODEL = parse_model("""
+[entities.product]
+key = { sku = "string", region = "date" }
+[entities.orders]
+kind = "fact"
+key = { id = "integer" }
+attributes = { sku = "string", region = "date", p = "decimal(4,2)", b = "boolean" }
+references = { product_sk = { dimension = "product", by = ["sku", "region"], source = "erp" } }
+""")
+
+
+def test_a_fact_names_its_dimension_s_key_as_the_line_rules_encode_it():
+    assert [key_text(v) for v in (7, "x", Decimal("1.50"), date(2026, 1, 2), True)] == ["7", "x", "1.50", "2026-01-02", "true"]
+    orders, product = MODEL.entity("orders"), MODEL.entity("product")
+    fact = {"update_id": "f1", "source_id": "shop", "sku": "A", "region": date(2026, 1, 2), "arrival_ts": 5, "event_ts": 4}
+    assert reference_key(fact, orders.references[0]) == ("erp", '["A","2026-01-02"]')
+    later = {**fact, "update_id": "f2", "arrival_ts": 9, "event_ts": 1}
+    known = {**fact, "update_id": "f3", "sku": "B"}
+    rows = inferred_rows({orders: [later, fact, known]}, product, {("erp", '["B","2026-01-02"]')}, "history")
+    # one member per unknown key, with the first naming fact's times, and its key columns
+    assert rows == [{"source_id": "erp", "natural_key": '["A","2026-01-02"]', "sku": "A", "region": date(2026, 1, 2),
+                     "is_deleted": False, "is_inferred": True, "row_hash": "", "event_ts": 4, "arrival_ts": 5,
+                     "source_seq": -1, "valid_from": 4, "valid_to": None, "is_current": True}]

@@ -106,7 +106,8 @@ def test_each_bad_line_gets_its_reason(name):
 
 
 def test_every_reason_is_exercised():
-    assert {want for _, want in CASES.values()} | {"source_mismatch", "unknown_source"} == set(REJECT_REASONS)
+    # missing_reference is a fact's (test_a_fact_line_needs_its_references)
+    assert {want for _, want in CASES.values()} | {"source_mismatch", "unknown_source", "missing_reference"} == set(REJECT_REASONS)
 
 
 def test_the_source_must_match_the_path_and_the_list():
@@ -247,3 +248,35 @@ ENTITY_CASES = {
 def test_a_declared_entity_s_bad_line_gets_one_reason(case):
     over, expected = ENTITY_CASES[case]
     assert product_reason(product(**over)) == expected
+
+
+FACT = parse_model("""
+[entities.product]
+key = { sku = "string", region = "integer" }
+[entities.orders]
+kind = "fact"
+key = { order_id = "integer" }
+attributes = { sku = "string", region = "integer", quantity = "integer" }
+references = { product_sk = { dimension = "product", by = ["sku", "region"] } }
+""").entity("orders")
+
+
+@pytest.mark.parametrize("attributes, expected", [
+    ({"sku": "A-1", "region": 7, "quantity": 2}, None),
+    ({"sku": "A-1", "region": "7", "quantity": None}, None),  # the quantity is no reference
+    ({"region": 7}, "missing_reference"),
+    ({"sku": None, "region": 7}, "missing_reference"),
+    ({"sku": "  ", "region": 7}, "missing_reference"),  # blank: never a key of the dimension
+    ({"sku": "A" * 257, "region": 7}, "missing_reference"),  # longer than a key may be
+    ({"sku": "A\u0001", "region": 7}, "bad_attribute_value"),  # a control character: the attribute's rule says so first
+    ({"sku": "A-1", "region": "seven"}, "bad_attribute_type"),  # the attribute's own type comes first
+])
+def test_a_fact_line_needs_its_references(attributes, expected):
+    rec = {"source_id": "shop", "order_id": 1, "op": "upsert", "source_seq": 1, "event_ts": "2026-11-22T01:00:01Z",
+           "attributes": attributes}
+    try:
+        u = check_line(json.dumps(rec).encode(), "shop", 65536, (), FACT)
+    except Reject as exc:
+        assert exc.reason == expected
+    else:
+        assert expected is None and u.columns()["sku"] == "A-1"

@@ -154,3 +154,42 @@ def test_history_validity_finds_overlaps_gaps_and_a_second_open_version(spark):
     ], "surrogate_key long, source_seq long, valid_from timestamp, valid_to timestamp, is_current boolean")
     got = {r.surrogate_key: (r.open_versions, r.overlaps, r.gaps) for r in history_validity(rows).collect()}
     assert got == {1: (1, 1, 0), 2: (1, 0, 1), 3: (2, 1, 0)}
+
+
+INFERRED_MODEL = HISTORY_MODEL + """
+[entities.payments]
+kind = "fact"
+key = { id = "integer" }
+attributes = { number = "integer" }
+references = { account_sk = { dimension = "account", by = ["number"] } }
+"""
+
+
+def test_an_inferred_member_s_placeholder_version_gives_way_to_the_first_real_one(spark, cfg, tmp_path):
+    """A dimension some fact references: the inferred member (op infer, sequence -1) is one open
+    version flagged is_inferred; the first real update replaces it (same key, its own start, no
+    close of the placeholder), later ones version as usual; a replay changes nothing."""
+    model = tmp_path / "model.toml"
+    model.write_text(INFERRED_MODEL)
+    cfg = cfg.replace(model_file=str(model), entity="account", warehouse_root=str(tmp_path / "inferred-warehouse"))
+    entity = cfg.entity_model
+    assert entity.inferred
+    ensure_tables(spark, cfg)
+    target = DeltaTable.forPath(spark, cfg.table_path("account_history"))
+
+    def apply(rows):
+        logged = spark.createDataFrame(rows, LOGGED)
+        opened = read(spark, cfg, "account_history").where("is_current")
+        merge_history(target, history_changes(logged, opened, entity), entity)
+
+    apply([("inferred:payments:crm/1", 1, "crm", "1", 1, None, "infer", "", -1, T3, T3, True, 1)])  # a payment at T3 first
+    second = [("u1", 1, "crm", "1", 1, "A", "upsert", "h1", 10, T1, T3, True, 2),  # starts at T1, before the payment
+              ("u2", 1, "crm", "1", 1, "B", "upsert", "h2", 11, T2, T3, True, 2)]
+    apply(second)
+    apply(second)
+    got = read(spark, cfg, "account_history").select(
+        "surrogate_key", "holder", "is_inferred", "source_seq", "valid_from", "valid_to", "is_current")
+    want = spark.createDataFrame([(1, "A", False, 10, T1, T2, False), (1, "B", False, 11, T2, None, True)],
+                                 "surrogate_key long, holder string, is_inferred boolean, source_seq long, valid_from timestamp, "
+                                 "valid_to timestamp, is_current boolean")
+    assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)

@@ -53,3 +53,19 @@ def test_a_stale_update_of_a_known_key_is_caught_against_the_stored_sequence(spa
     joined = spark.createDataFrame([row("u1", "a", 5, "h", 1, km=(3, "old", 8))], SCHEMA)
     out = resolve(joined, next_key=1).select("outcome", "surrogate_key", "stored_source_seq").first()
     assert tuple(out) == ("stale", 3, 8)
+
+
+def test_an_append_only_fact_keeps_its_first_event_and_an_inferred_member_is_filled(spark):
+    """append_only: newer content of a known event id is a duplicate (same_event); an inferred
+    member in key_map (sequence -1, empty hash) is matched by the dimension's first real update."""
+    schema = SCHEMA + ", op string"
+    joined = spark.createDataFrame([
+        (*row("u1", "a", 10, "h1", 1), "upsert"),
+        (*row("u2", "a", 11, "h2", 2), "upsert"),  # the same event id, other content
+        (*row("u3", "b", 12, "h3", 3, km=(5, "h3", 12)), "upsert"),  # re-delivered
+    ], schema)
+    got = resolve(joined, next_key=1, append_only=True).select("update_id", "outcome", "reason", "applies")
+    assert sorted(map(tuple, got.collect())) == [
+        ("u1", "new", None, True), ("u2", "duplicate", "same_event", False), ("u3", "duplicate", "redelivered", False)]
+    filled = spark.createDataFrame([(*row("u4", "c", 0, "h4", 4, km=(9, "", -1)), "upsert")], schema)
+    assert tuple(resolve(filled, next_key=1).select("outcome", "surrogate_key").first()) == ("matched", 9)

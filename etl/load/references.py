@@ -1,0 +1,86 @@
+"""Load: a fact's dimension keys, before the fact's own join decides its outcomes.
+
+For the batches one load call is about to load, and each dimension the fact references, under
+that dimension's load lock (so its layout and its ``key_map`` hold still): their distinct keys
+(``transforms.references.probes``) are looked up the way the dimension's join strategy reads its
+``key_map`` (``JoinStrategy.lookup``); the keys it lacks are committed to it at once as inferred
+members, one batch of the dimension's by its own protocol (logged, then applied; recovered like
+any batch), whose decided keys complete the lookup; the keys are then set on the fact rows. A
+crash between a dimension's commit and the fact's leaves only keys the rerun finds, so a fact's
+keys are the same however often it is loaded.
+
+The dimensions' locks are taken one at a time, after the fact's own, for one lookup each: a
+dimension load waits at most that long for a fact, and no two loads hold each other's locks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from etl.core.config import EtlConfig
+from etl.io.tables import ensure_tables, read
+from etl.transforms.references import inferred_run_key, inferred_updates, probes, with_references
+
+log = logging.getLogger(__name__)
+
+
+class References:
+    """A fact load's dimensions, each served by a loader of its own (``loader_of(cfg)``: the
+    ``Loader`` class, passed in since the fact's loader holds this)."""
+
+    def __init__(self, spark, cfg: EtlConfig, loader_of) -> None:
+        self.spark = spark
+        self.cfg = cfg
+        self.fact = cfg.entity_model
+        names = sorted({r.dimension for r in self.fact.references})
+        self.dimensions = {n: loader_of(spark, cfg.for_entity(n)) for n in names}
+        self.inferred: dict[str, int] = {n: 0 for n in names}
+        self.costs: dict[str, dict] = {}
+
+    def counting(self) -> tuple[dict[str, int], dict[str, dict]]:
+        """Fresh counts from now on, per dimension: the inferred members allocated, and what the
+        lookups cost (seconds, keys looked up, ``key_map`` bytes read and segments probed)."""
+        self.inferred = {n: 0 for n in self.dimensions}
+        self.costs = {n: {"lookup_s": 0.0, "keys": 0, "keymap_bytes_read": 0, "segments_probed": 0} for n in self.dimensions}
+        return self.inferred, self.costs
+
+    def resolve(self, batch: DataFrame, run_key: str, batch_index: int) -> DataFrame:
+        """``batch`` (fact rows) with every reference's surrogate key set; ``batch_index`` names the
+        dimension's inferred-member batch (the last fact batch these rows reach)."""
+        found = {}
+        for name, dim in self.dimensions.items():
+            with dim.attached(f"references of {self.fact.name} {run_key}", self.cfg.lock_stale_seconds):
+                started = time.monotonic()
+                looked = dim.lookup(probes(batch, self.fact, dim.cfg.entity_model)).localCheckpoint(eager=True)
+                missing = looked.where(F.col("km_surrogate_key").isNull()).drop("km_surrogate_key", "km_row_hash", "km_last_source_seq")
+                n = missing.count()
+                cost, stats = self.costs.setdefault(name, {"lookup_s": 0.0, "keys": 0, "keymap_bytes_read": 0, "segments_probed": 0}), dim.strategy.lookup_stats
+                cost["lookup_s"] += time.monotonic() - started
+                cost["keys"] += looked.count()
+                cost["keymap_bytes_read"] += stats.keymap_bytes_read
+                cost["segments_probed"] += stats.segments_probed
+                if n:
+                    joined = inferred_updates(missing, self.fact, dim.cfg.entity_model, dim.strategy.update_columns)
+                    keys = dim.commit_inferred(inferred_run_key(self.fact.name, run_key), batch_index, joined)
+                    self.inferred[name] += n
+                    log.info("%s batch %s: %d inferred member(s) of %s", run_key, batch_index, n, name)
+                    allocated = self.spark.createDataFrame(keys, "source_id string, natural_key string, km_surrogate_key long")
+                    looked = looked.where(F.col("km_surrogate_key").isNotNull()).select(*allocated.columns).unionByName(allocated)
+                found[name] = looked.select("source_id", "natural_key", "km_surrogate_key")
+        # Held by the caller's strategy as it needs; the keys found are held already, so no
+        # dimension is read again (keys never change once given, but a layout may).
+        return with_references(batch, self.fact, found)
+
+    def looked_up(self, ingested: DataFrame) -> DataFrame:
+        """``ingested`` with the keys its references have now, read lazily from each ``key_map``
+        (no lock, nothing inferred): a restarted strategy's replay of batches committed already,
+        whose keys all exist (they were resolved before their commit, and keys are never removed)."""
+        for d in self.dimensions.values():
+            ensure_tables(self.spark, d.cfg)
+        found = {n: read(self.spark, d.cfg, "key_map").select("source_id", "natural_key", F.col("surrogate_key").alias("km_surrogate_key"))
+                 for n, d in self.dimensions.items()}
+        return with_references(ingested, self.fact, found)

@@ -225,15 +225,19 @@ def _strings(origin: str, raw: Any, what: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
+def _known_fields(where: str, raw: Mapping, fields: tuple[str, ...]) -> None:
+    unknown = sorted(set(raw) - set(fields))
+    if unknown:
+        raise ConfigError(f"{where}: unknown field {', '.join(map(repr, unknown))}; fields: {', '.join(fields)}")
+
+
 def _entity(path: str, name: str, raw: Any) -> Entity:
     origin = f"model file {path!r}, entity {name!r}"
     if not _NAME.fullmatch(name):
         raise ConfigError(f"{origin}: an entity name is a lower-case letter then lower-case letters, digits or _ (at most 40)")
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{origin}: must be a table")
-    unknown = sorted(set(raw) - set(_ENTITY_FIELDS))
-    if unknown:
-        raise ConfigError(f"{origin}: unknown field {', '.join(map(repr, unknown))}; fields: {', '.join(_ENTITY_FIELDS)}")
+    _known_fields(origin, raw, _ENTITY_FIELDS)
     kind = raw.get("kind", "dimension")
     if kind not in KINDS:
         raise ConfigError(f"{origin}: kind {kind!r} must be one of {', '.join(KINDS)}")
@@ -312,9 +316,7 @@ def _references(origin: str, raw: Any, columns: tuple[Column, ...]) -> tuple[Ref
             raise ConfigError(f"{where}: the name is a declared column already")
         if not isinstance(ref, Mapping):
             raise ConfigError(f"{where}: must be a table {{ dimension = \"...\", by = [...] }}")
-        unknown = sorted(set(ref) - set(_REFERENCE_FIELDS))
-        if unknown:
-            raise ConfigError(f"{where}: unknown field {', '.join(map(repr, unknown))}; fields: {', '.join(_REFERENCE_FIELDS)}")
+        _known_fields(where, ref, _REFERENCE_FIELDS)
         dimension = ref.get("dimension")
         if not isinstance(dimension, str) or not dimension:
             raise ConfigError(f"{where}: 'dimension' (the referenced entity's name) is missing")

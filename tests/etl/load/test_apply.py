@@ -109,18 +109,25 @@ LOGGED = ("update_id string, surrogate_key long, source_id string, natural_key s
           "op string, row_hash string, source_seq long, event_ts timestamp, arrival_ts timestamp, applies boolean, batch_seq long")
 
 
-def test_merge_history_closes_the_open_version_inserts_the_batch_s_and_ignores_a_replay(spark, cfg, tmp_path):
-    model = tmp_path / "model.toml"
-    model.write_text(HISTORY_MODEL)
-    cfg = cfg.replace(model_file=str(model), warehouse_root=str(tmp_path / "history-warehouse"))
+def history_applier(spark, cfg):
+    """Logged rows (``LOGGED``) -> the history MERGE of ``cfg``'s account entity, as the loader applies them."""
     entity = cfg.entity_model
-    ensure_tables(spark, cfg)
     target = DeltaTable.forPath(spark, cfg.table_path("account_history"))
 
     def apply(rows):
         logged = spark.createDataFrame(rows, LOGGED)
         opened = read(spark, cfg, "account_history").where("is_current")
         merge_history(target, history_changes(logged, opened, entity), entity)
+
+    return apply
+
+
+def test_merge_history_closes_the_open_version_inserts_the_batch_s_and_ignores_a_replay(spark, cfg, tmp_path):
+    model = tmp_path / "model.toml"
+    model.write_text(HISTORY_MODEL)
+    cfg = cfg.replace(model_file=str(model), warehouse_root=str(tmp_path / "history-warehouse"))
+    ensure_tables(spark, cfg)
+    apply = history_applier(spark, cfg)
 
     first = [("u1", 1, "crm", "1", 1, "A", "upsert", "h1", 10, T2, T2, True, 1)]
     apply(first)
@@ -175,12 +182,7 @@ def test_an_inferred_member_s_placeholder_version_gives_way_to_the_first_real_on
     entity = cfg.entity_model
     assert entity.inferred
     ensure_tables(spark, cfg)
-    target = DeltaTable.forPath(spark, cfg.table_path("account_history"))
-
-    def apply(rows):
-        logged = spark.createDataFrame(rows, LOGGED)
-        opened = read(spark, cfg, "account_history").where("is_current")
-        merge_history(target, history_changes(logged, opened, entity), entity)
+    apply = history_applier(spark, cfg)
 
     apply([("inferred:payments:crm/1", 1, "crm", "1", 1, None, "infer", "", -1, T3, T3, True, 1)])  # a payment at T3 first
     second = [("u1", 1, "crm", "1", 1, "A", "upsert", "h1", 10, T1, T3, True, 2),  # starts at T1, before the payment

@@ -102,7 +102,8 @@ class Loader:
     def attached(self, owner: str, wait_s: float):
         """This warehouse locked and prepared for another entity's load (a fact resolving its
         references against this dimension): waits up to ``wait_s`` for a load holding it, settles
-        a rebalance cut short, and recovers a batch a crash left unapplied, the first time."""
+        a rebalance cut short, and recovers a batch a crash left unapplied (any writer's: the
+        dimension's own loads, or another fact's), as every load does first."""
         deadline = time.monotonic() + wait_s
         if self.strategy is None:
             ensure_tables(self.spark, self.cfg)
@@ -119,12 +120,10 @@ class Loader:
             self.ledger.forget()
             settle_pending_layout(self.spark, self.cfg)
             layout = load_layout(self.cfg, self.spec.new_layout)
-            first = self.strategy is None
-            if first or layout != self.layout:
+            if self.strategy is None or layout != self.layout:
                 self.layout, self.segment_of = layout, segment_column(layout)
                 self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout)
-            if first:
-                self.recover()
+            self.recover()
             yield self
         finally:
             self._lock = None

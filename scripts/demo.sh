@@ -4,18 +4,7 @@
 # on an embedded SQLite Airflow, and print what happened.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. scripts/airflow-env.sh
-export ETL_SCHEDULE=${ETL_SCHEDULE:-"*/5 * * * *"}
-export ETL_MICRO_BATCH_SECONDS=${ETL_MICRO_BATCH_SECONDS:-60}
-
-now=$(date -u +%s)
-end_s=$(( now / 300 * 300 ))
-start_s=$(( end_s - 300 ))
-start=$(date -u -d "@$start_s" +%Y-%m-%dT%H:%M:%SZ)
-end=$(date -u -d "@$end_s" +%Y-%m-%dT%H:%M:%SZ)
-log=var/demo.log
-mkdir -p var
-: > "$log"
+. scripts/demo-env.sh var/demo.log
 
 echo "==> 1/3 generating a bursty update stream for [$start, $end) into $ETL_LANDING_ROOT"
 etl generate --start "$start" --duration 300 --rate 40 --overwrite 2>>"$log" | tee -a "$log" \

@@ -5,19 +5,8 @@
 # DAG's sensors find both dimensions' runs of the interval validated, so it loads at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. scripts/airflow-env.sh
 export ETL_MODEL_FILE=${ETL_MODEL_FILE:-$PWD/examples/shop/model.toml}
-export ETL_SCHEDULE=${ETL_SCHEDULE:-"*/5 * * * *"}
-export ETL_MICRO_BATCH_SECONDS=${ETL_MICRO_BATCH_SECONDS:-60}
-
-now=$(date -u +%s)
-end_s=$(( now / 300 * 300 ))
-start_s=$(( end_s - 300 ))
-start=$(date -u -d "@$start_s" +%Y-%m-%dT%H:%M:%SZ)
-end=$(date -u -d "@$end_s" +%Y-%m-%dT%H:%M:%SZ)
-log=var/demo-shop.log
-mkdir -p var
-: > "$log"
+. scripts/demo-env.sh var/demo-shop.log
 
 echo "==> preparing Airflow (SQLite under $AIRFLOW_HOME)"
 airflow db migrate >>"$log" 2>&1 || { tail -30 "$log"; echo "airflow db migrate failed; see $log" >&2; exit 1; }

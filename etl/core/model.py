@@ -125,6 +125,11 @@ class Entity:
         return self.kind == "fact"
 
     @property
+    def dimensions(self) -> tuple[str, ...]:
+        """The dimensions a fact references, each once, sorted (none for a dimension)."""
+        return tuple(sorted({r.dimension for r in self.references}))
+
+    @property
     def reference_columns(self) -> tuple[Column, ...]:
         return tuple(Column(r.name, ColumnType("integer")) for r in self.references)
 

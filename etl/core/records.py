@@ -426,11 +426,9 @@ def check_record(rec: dict, path_source_id: str, sources: tuple[str, ...] = (), 
     for name, check in r.attributes:
         value = attributes.get(name)
         typed[name] = None if value is None else check(value)
-    for name, check in r.required:  # the dimension's key rules: an inferred member must be a key it accepts
+    for name, check in r.required:  # the dimension's key rules (a missing value too): an inferred member must be a key it accepts
         try:
-            if attributes.get(name) is None:
-                raise Reject("missing_reference")
-            check(attributes[name])
+            check(attributes.get(name))
         except Reject:
             raise Reject("missing_reference") from None
     return Update(

@@ -41,8 +41,7 @@ def dag_suffix(cfg: EtlConfig, entity: str) -> str:
 
 def dimension_loads(cfg: EtlConfig) -> list[DimensionLoad]:
     """The load DAGs a fact's load DAG waits for: its referenced dimensions' (none for a dimension)."""
-    names = sorted({r.dimension for r in cfg.entity_model.references})
-    return [DimensionLoad(n, f"etl_load{dag_suffix(cfg, n)}") for n in names]
+    return [DimensionLoad(n, f"etl_load{dag_suffix(cfg, n)}") for n in cfg.entity_model.dimensions]
 
 
 def entity_args(cfg: EtlConfig) -> list[str]:

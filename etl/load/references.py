@@ -36,10 +36,8 @@ class References:
         self.spark = spark
         self.cfg = cfg
         self.fact = cfg.entity_model
-        names = sorted({r.dimension for r in self.fact.references})
-        self.dimensions = {n: loader_of(spark, cfg.for_entity(n)) for n in names}
-        self.inferred: dict[str, int] = {n: 0 for n in names}
-        self.costs: dict[str, dict] = {}
+        self.dimensions = {n: loader_of(spark, cfg.for_entity(n)) for n in self.fact.dimensions}
+        self.counting()
 
     def counting(self) -> tuple[dict[str, int], dict[str, dict]]:
         """Fresh counts from now on, per dimension: the inferred members allocated, and what the
@@ -56,19 +54,20 @@ class References:
             with dim.attached(f"references of {self.fact.name} {run_key}", self.cfg.lock_stale_seconds):
                 started = time.monotonic()
                 looked = dim.lookup(probes(batch, self.fact, dim.cfg.entity_model)).localCheckpoint(eager=True)
-                missing = looked.where(F.col("km_surrogate_key").isNull()).drop("km_surrogate_key", "km_row_hash", "km_last_source_seq")
-                n = missing.count()
-                cost, stats = self.costs.setdefault(name, {"lookup_s": 0.0, "keys": 0, "keymap_bytes_read": 0, "segments_probed": 0}), dim.strategy.lookup_stats
+                absent = F.col("km_surrogate_key").isNull()
+                keys, n = looked.agg(F.count(F.lit(1)), F.count(F.when(absent, 1))).first()
+                missing = looked.where(absent).drop("km_surrogate_key", "km_row_hash", "km_last_source_seq")
+                cost, stats = self.costs[name], dim.strategy.lookup_stats
                 cost["lookup_s"] += time.monotonic() - started
-                cost["keys"] += looked.count()
+                cost["keys"] += keys
                 cost["keymap_bytes_read"] += stats.keymap_bytes_read
                 cost["segments_probed"] += stats.segments_probed
                 if n:
                     joined = inferred_updates(missing, self.fact, dim.cfg.entity_model, dim.strategy.update_columns)
-                    keys = dim.commit_inferred(inferred_run_key(self.fact.name, run_key), batch_index, joined)
+                    decided = dim.commit_inferred(inferred_run_key(self.fact.name, run_key), batch_index, joined)
                     self.inferred[name] += n
                     log.info("%s batch %s: %d inferred member(s) of %s", run_key, batch_index, n, name)
-                    allocated = self.spark.createDataFrame(keys, "source_id string, natural_key string, km_surrogate_key long")
+                    allocated = self.spark.createDataFrame(decided, "source_id string, natural_key string, km_surrogate_key long")
                     looked = looked.where(F.col("km_surrogate_key").isNotNull()).select(*allocated.columns).unionByName(allocated)
                 found[name] = looked.select("source_id", "natural_key", "km_surrogate_key")
         # Held by the caller's strategy as it needs; the keys found are held already, so no

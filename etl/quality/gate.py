@@ -18,6 +18,7 @@ from etl.io.landing import scan_landing
 from etl.io.runs import landing_changes
 from etl.io.tables import read
 from etl.transforms.history import history_validity
+from etl.transforms.outcomes import INFER
 
 log = logging.getLogger(__name__)
 DATASOURCE = "warehouse"
@@ -52,7 +53,7 @@ def conservation_frame(spark, cfg: EtlConfig, interval: Interval | None):
     log_rows = of("outcome_log")
     # A dimension's inferred members (committed for a fact, op "infer") are logged but were never
     # ingested: they are new keys, not updates in.
-    logged = log_rows.where(F.col("op") != "infer").count()
+    logged = log_rows.where(F.col("op") != INFER).count()
     new_outcomes = log_rows.where(F.col("outcome") == "new").count()
     km = read(spark, cfg, "key_map")
     if interval is not None:

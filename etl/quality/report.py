@@ -21,6 +21,7 @@ from etl.core.interval import Interval
 from etl.core.panes import BUCKETS_PER_DOUBLING, COUNTS, Pane, pane_seconds, window_metrics, windows
 from etl.io.tables import read
 from etl.quality.gate import run_suites
+from etl.transforms.outcomes import INFER
 from etl.transforms.references import inferred_run_key
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ def pane_aggregates(spark, cfg: EtlConfig, interval: Interval) -> dict[tuple[str
     outcomes = (
         read(spark, cfg, "outcome_log")
         .where((F.col("arrival_ts") >= F.lit(lo)) & (F.col("arrival_ts") < F.lit(hi)))
-        .where(F.col("op") != "infer")  # a fact's inferred members are no source updates (inferred_members)
+        .where(F.col("op") != INFER)  # a fact's inferred members are no source updates (inferred_members)
         .join(ledger, "batch_seq")
         .select(
             "source_id",
@@ -135,7 +136,7 @@ def inferred_members(spark, cfg: EtlConfig, interval: Interval) -> dict:
         run = inferred_run_key(entity.name, interval.run_key)
         return {"allocated": {d: read(spark, cfg.for_entity(d), "outcome_log").where(
             (F.col("run_key") == run) & (F.col("reason") == "inferred")).count()
-            for d in sorted({r.dimension for r in entity.references})}}
+            for d in entity.dimensions}}
     if entity.inferred:
         rows = read(spark, cfg, entity.table).where(F.col("is_inferred"))
         return {"unfilled": rows.select("surrogate_key").distinct().count()}

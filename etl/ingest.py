@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from datetime import datetime, timedelta, timezone
 from typing import Iterator
 
 from pyspark.sql import DataFrame
@@ -24,15 +25,18 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from etl.core.cdc import check_input
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.core.model import Entity
-from etl.core.records import Reject, check_line, printable, read_lines
+from etl.core.records import Reject, printable, read_lines
 from etl.core.stream_plan import MINUTE, n_windows
+from etl.io.kafka import client_properties, read_ranges
 from etl.io.landing import LandedFile
 from warehouse.schemas import DEFAULT_ENTITY, LANDED_FILES, REJECTED_UPDATES, entity_columns, schemas
 
 ROWS_PER_ARROW_BATCH = 8192
+EMPTY_SHA256 = hashlib.sha256().hexdigest()
 
 # What the executors hand back: one row per non-blank line (kind "line") and one per file ("file");
 # the entity's declared columns go after ``op`` (``checked_schema``).
@@ -99,7 +103,7 @@ def check_file(f: dict, max_record_bytes: int, sources: tuple[str, ...], entity:
             try:
                 if oversized:
                     raise Reject("oversized_record")
-                u = check_line(line, f["source_id"], max_record_bytes, sources, entity)
+                u = check_input(line, f["source_id"], max_record_bytes, sources, entity, entity.input_of(f["source_id"]))
             except Reject as exc:
                 row.update(reject_reason=exc.reason, raw_line=printable(line, max_record_bytes))
             else:
@@ -138,6 +142,99 @@ def check_landed_files(spark, cfg: EtlConfig, files: list[LandedFile]) -> DataFr
         listed = listed.repartition(max(1, min(len(files), spark.sparkContext.defaultParallelism * 2)), "name")
     entity = cfg.entity_model
     return listed.mapInArrow(_check_partition(cfg.max_record_bytes, tuple(cfg.sources), entity), checked_schema(entity))
+
+
+def check_records(records, meta: dict, a: datetime, b: datetime, max_record_bytes: int, sources: tuple[str, ...],
+                  entity: Entity) -> Iterator[dict]:
+    """Every record of the recorded ranges as a ``CHECKED`` row, then one row per range (its
+    fingerprint: value bytes, SHA-256 over offsets and values, records, tombstones). ``records``
+    come sorted by topic, partition and offset; ``meta``: ``(topic, partition)`` -> ``(input,
+    range name)``. Arrival is the record's timestamp; its minute is kept inside ``[a, b)``, the
+    piece that read it, as a landing file's lines are kept in the file's minute."""
+    last = b - timedelta(microseconds=1)
+    group, state = None, None
+
+    def file_row():
+        spec, name = meta[group]
+        return dict(kind="file", path_source_id=spec.source, file_name=name, arrival_minute=a, file_bytes=state[1],
+                    file_sha256=state[0].hexdigest(), file_lines=state[2], file_blank_lines=state[3])
+
+    for rec in records:
+        at = (rec["topic"], rec["partition"])
+        if at != group:
+            if group is not None:
+                yield file_row()
+            group, state = at, [hashlib.sha256(), 0, 0, 0]
+        spec, name = meta[group]
+        value, offset = rec["value"], rec["offset"]
+        state[0].update(f"{offset}:{-1 if value is None else len(value)}:".encode())
+        if value is None:
+            state[3] += 1
+            continue
+        state[0].update(value)
+        state[1] += len(value)
+        state[2] += 1
+        ts = rec["timestamp"]
+        ts = ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
+        minute = min(max(ts, a), last).replace(second=0, microsecond=0)
+        row = dict(kind="line", update_id=f"{name.rsplit(':', 1)[0]}:{offset:019d}", path_source_id=spec.source,
+                   file_name=name, line_number=offset, arrival_minute=minute)
+        try:
+            u = check_input(value, spec.source, max_record_bytes, sources, entity, spec)
+        except Reject as exc:
+            row.update(reject_reason=exc.reason, raw_line=printable(value, max_record_bytes))
+        else:
+            row.update(source_id=u.source_id, natural_key=u.natural_key, op=u.op, source_seq=u.source_seq,
+                       event_ts=u.event_ts, arrival_ts=ts, **u.columns())
+        yield row
+    if group is not None:
+        yield file_row()
+
+
+def _check_kafka_partition(meta: dict, a: datetime, b: datetime, max_record_bytes: int, sources: tuple[str, ...],
+                           entity: Entity):
+    def run(batches):
+        import pyarrow as pa
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        schema = to_arrow_schema(checked_schema(entity), timezone="UTC")
+
+        def records():
+            for batch in batches:
+                yield from batch.to_pylist()
+
+        rows = []
+        for row in check_records(records(), meta, a, b, max_record_bytes, sources, entity):
+            rows.append(row)
+            if len(rows) >= ROWS_PER_ARROW_BATCH:
+                yield pa.RecordBatch.from_pylist(rows, schema=schema)
+                rows = []
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+
+    return run
+
+
+def check_kafka_ranges(spark, cfg: EtlConfig, ranges: list, a: datetime, b: datetime) -> DataFrame | None:
+    """The ``CHECKED`` rows of the ranges' records (``ranges``: ``(input, OffsetRange)``), read
+    with Spark's Kafka source; an empty range still gets its row, the record of where it ended."""
+    if not ranges:
+        return None
+    entity = cfg.entity_model
+    schema = checked_schema(entity)
+    meta = {(r.topic, r.partition): (spec, r.name) for spec, r in ranges}
+    empty = [dict(kind="file", path_source_id=spec.source, file_name=r.name, arrival_minute=a, file_bytes=0,
+                  file_sha256=EMPTY_SHA256, file_lines=0, file_blank_lines=0)
+             for spec, r in ranges if r.records == 0]
+    out = spark.createDataFrame([tuple(row.get(f) for f in schema.fieldNames()) for row in empty], schema) if empty else None
+    raw = read_ranges(spark, client_properties(cfg), [r for _, r in ranges])
+    if raw is not None:
+        ordered = raw.repartition(max(1, min(len(meta), spark.sparkContext.defaultParallelism * 2)), "topic", "partition")
+        ordered = ordered.sortWithinPartitions("topic", "partition", "offset")
+        checked = ordered.mapInArrow(
+            _check_kafka_partition(meta, a, b, cfg.max_record_bytes, tuple(cfg.sources), entity), schema)
+        out = checked if out is None else out.unionByName(checked)
+    return out
 
 
 def row_hash(entity: Entity = DEFAULT_ENTITY):

@@ -18,9 +18,10 @@ from etl.core.config import ConfigError, EtlConfig
 from etl.core.faults import crash_point
 from etl.core.interval import Interval
 from etl.core.stream_plan import is_window_boundary, windows_before
-from etl.ingest import check_landed_files, to_ingested, to_landed_files, to_rejected
+from etl.ingest import EMPTY_SHA256, check_kafka_ranges, check_landed_files, to_ingested, to_landed_files, to_rejected
 from etl.io.files import write_json
-from etl.io.landing import landing_file, move_tail, scan_landing
+from etl.io.kafka import KafkaPlan, plan_ranges
+from etl.io.landing import landing_file, move_tail
 from etl.io.lock import LoadLock
 from etl.io.runs import (
     LandingChanged,
@@ -30,6 +31,7 @@ from etl.io.runs import (
     known_runs,
     landing_changes,
     recorded_files,
+    scan_sources,
 )
 from etl.io.tables import ensure_tables, read, replace_where
 from etl.load.loader import Loader
@@ -70,7 +72,7 @@ def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
     fingerprints in ``landed_files`` (replaced, not appended). Refused before any write when the
     landing zone cannot be read, when the interval overlaps another run, and when the run has
     started loading and its landing files changed since (docs/ingest.md)."""
-    scan = scan_landing(cfg.landing_path, interval.start, interval.end)
+    scan = scan_sources(cfg, interval.start, interval.end)
     ensure_tables(spark, cfg)
     known = known_runs(spark, cfg)
     check_no_overlap(spark, cfg, interval, known)
@@ -79,26 +81,35 @@ def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
         changes = landing_changes(spark, cfg, interval, scan.files)
         if changes:
             raise LandingChanged(describe_changes(interval, changes))
+    kafka = plan_ranges(spark, cfg, interval, interval.start, interval.end)
     run = f"run_key = '{interval.run_key}'"
-    reasons, n_lines, n_blank = _write_checked(spark, cfg, interval, scan, run, run, run)
-    summary = ingest_summary(interval, len(scan.files), scan.skipped, n_lines, n_blank, reasons)
+    reasons, n_lines, n_blank = _write_checked(spark, cfg, interval, scan, kafka, interval.start, interval.end, run, run, run)
+    summary = ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, n_lines, n_blank, reasons,
+                             ranges=len(kafka.ranges))
     write_summary(cfg, interval, "ingest", summary)
     check_rejections(cfg, interval, summary)
     return summary
 
 
-def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, updates_where: str, files_where: str,
-                   rejected_where: str) -> tuple[Counter, int, int]:
-    """Check the scanned files' lines and write them over the rows the three predicates select
-    (a run's partition, or the always-on loader's minutes of it): rerunning writes the same rows."""
-    for s in scan.skipped:
+def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: KafkaPlan, a, b, updates_where: str,
+                   files_where: str, rejected_where: str) -> tuple[Counter, int, int]:
+    """Check the scanned files' lines and the Kafka ranges' records, and write them over the rows
+    the three predicates select (a run's partition, or the always-on loader's minutes of it):
+    rerunning writes the same rows. A recorded Kafka range must read as it did (``LandingChanged``)."""
+    for s in scan.skipped + kafka.skipped:
         log.warning("skipped %s: %s", s.name, s.reason)
-    checked = check_landed_files(spark, cfg, scan.files).cache()
+    checked = check_landed_files(spark, cfg, scan.files)
+    records = check_kafka_ranges(spark, cfg, kafka.ranges, a, b)
+    if records is not None:
+        checked = checked.unionByName(records)
+    checked = checked.cache()
     try:
         lines = checked.where(F.col("kind") == "line")
         valid = lines.where(F.col("reject_reason").isNull())
         rejected = lines.where(F.col("reject_reason").isNotNull())
         files = checked.where(F.col("kind") == "file")
+        if kafka.recorded:
+            _check_recorded(interval, kafka.recorded, files)
         replace_where(to_ingested(valid, interval, cfg.micro_batch_seconds, cfg.entity_model), cfg, "ingested_updates", updates_where)
         crash_point("ingest.ingested_written")
         replace_where(to_rejected(rejected, interval), cfg, "rejected_updates", rejected_where)
@@ -111,12 +122,25 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, updates_wher
     return reasons, int(totals[0] or 0), int(totals[1] or 0)
 
 
-def ingest_summary(interval: Interval, files: int, skipped, n_lines: int, n_blank: int, reasons: Counter) -> dict:
+def _check_recorded(interval: Interval, recorded: dict[str, tuple[int, str]], files) -> None:
+    """A recorded Kafka range reads as it did: the broker deleted or rewrote records otherwise."""
+    read_now = {r.file_name: (r.file_bytes, r.file_sha256)
+                for r in files.where(F.col("file_name").isin(list(recorded))).select("file_name", "file_bytes", "file_sha256").collect()}
+    differ = sorted(name for name, fp in recorded.items() if read_now.get(name, (0, EMPTY_SHA256)) != fp)
+    if differ:
+        raise LandingChanged(
+            f"Kafka ranges of run {interval.run_key} no longer read as they did when the run was ingested "
+            f"(records deleted by retention or compaction, or a topic recreated): {', '.join(differ)}")
+
+
+def ingest_summary(interval: Interval, files: int, skipped, n_lines: int, n_blank: int, reasons: Counter,
+                   ranges: int = 0) -> dict:
     n_rejected = sum(reasons.values())
     return {
         "run_key": interval.run_key,
         "interval": [interval.start.isoformat(), interval.end.isoformat()],
         "files": files,
+        "kafka_ranges": ranges,
         "skipped": [{"name": s.name, "reason": s.reason} for s in skipped],
         "lines": n_lines,
         "blank_lines": n_blank,
@@ -143,14 +167,16 @@ def ingest_minutes(spark, cfg: EtlConfig, interval: Interval, start, end) -> dic
     mbs = cfg.micro_batch_seconds
     if not (is_window_boundary(interval, mbs, start) and is_window_boundary(interval, mbs, end)):
         raise ValueError(f"[{start}, {end}) splits an arrival window of run {interval.run_key}")
-    scan = scan_landing(cfg.landing_path, start, end)
+    scan = scan_sources(cfg, start, end)
+    kafka = plan_ranges(spark, cfg, interval, start, end)
     run = f"run_key = '{interval.run_key}'"
     lo, hi = windows_before(interval, mbs, start), windows_before(interval, mbs, end)
     minutes = (f"{run} AND unix_micros(arrival_minute) >= {int(start.timestamp() * 1e6)} "
                f"AND unix_micros(arrival_minute) < {int(end.timestamp() * 1e6)}")
     reasons, n_lines, n_blank = _write_checked(
-        spark, cfg, interval, scan, f"{run} AND batch_index >= {lo} AND batch_index < {hi}", minutes, minutes)
-    return ingest_summary(interval, len(scan.files), scan.skipped, n_lines, n_blank, reasons)
+        spark, cfg, interval, scan, kafka, start, end, f"{run} AND batch_index >= {lo} AND batch_index < {hi}", minutes, minutes)
+    return ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, n_lines, n_blank, reasons,
+                          ranges=len(kafka.ranges))
 
 
 def run_ingest_summary(spark, cfg: EtlConfig, interval: Interval, skipped) -> dict:
@@ -170,7 +196,7 @@ def late_lines(spark, cfg: EtlConfig, interval: Interval, move_to=None) -> dict:
     if not has_started(spark, cfg, interval.run_key):
         return {"run_key": interval.run_key, "changes": [],
                 "note": "the run has not loaded: rerun `etl ingest` to read its files again"}
-    scan = scan_landing(cfg.landing_path, interval.start, interval.end)
+    scan = scan_sources(cfg, interval.start, interval.end)
     changes = landing_changes(spark, cfg, interval, scan.files)
     out = {"run_key": interval.run_key, "changes": [c.__dict__ for c in changes]}
     if move_to is None or not changes:

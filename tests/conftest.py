@@ -25,12 +25,14 @@ os.environ.setdefault("ETL_SPARK_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
+    from etl.core.spark_conf import kafka_package
     from etl.io.spark import build_spark_session
 
     # 4g: one JVM holds the whole suite's several hundred Delta tables (their logs' cached states)
     # and broadcasts; at 2g the suite ran out of heap once the declared entities' tests were added.
+    # Spark's Kafka source too: the Kafka tests read a real broker in this session.
     base = EtlConfig(warehouse_root=str(tmp_path_factory.mktemp("spark-base")), spark_shuffle_partitions=2,
-                     spark_driver_memory="4g")
+                     spark_driver_memory="4g", spark_packages=kafka_package())
     session = build_spark_session(base, app_name="etl-tests", master="local[2]")
     # Test data is a few hundred rows: compiling generated code and re-planning stages costs more
     # than it saves (test_partitioned.py: 0.77x the time; docs/decisions/test-session-execution.md).

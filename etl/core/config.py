@@ -54,6 +54,17 @@ class EtlConfig:
     spark_driver_java_options: str = ""
     # Maven coordinates of the Delta jar; empty means "derive from the installed delta-spark".
     delta_package: str = ""
+    # Maven coordinates of Spark's Kafka source; empty: the one of the installed pyspark. Fetched
+    # only when the model reads a Kafka topic (docs/sources.md).
+    kafka_package: str = ""
+    # More Maven coordinates for spark.jars.packages, comma-separated (hadoop-aws for s3a://, ...).
+    spark_packages: str = ""
+
+    # --- Kafka (docs/sources.md; the topics are the model's, the cluster is the site's) ---
+    kafka_bootstrap_servers: str = ""  # host:port,host:port
+    # A Java properties file of Kafka client settings (security.protocol, sasl.*, ssl.*): kept
+    # outside the repository, since it holds secrets. Empty: none.
+    kafka_properties_file: str = ""
 
     # --- the job ---
     join_strategy: str = "native"

@@ -13,6 +13,10 @@ One ``[entities.<name>]`` table per entity (docs/model.md has the whole format):
   version, ``valid_from``/``valid_to``/``is_current``);
 - ``sources``, ``join_strategy``, ``directory`` and ``settings`` (the papers' parameters for this
   entity's join);
+- ``inputs.<source>``: how a source's changes arrive when not as the project's own JSON lines in
+  landing files: ``format = "debezium"`` (change events, mapped onto the entity by ``fields``,
+  ``sequence`` and ``event_time``) and/or ``topics`` (read from Kafka instead of the landing zone;
+  docs/sources.md);
 - ``kind``: ``dimension`` (the default) or ``fact``. A fact has ``references``, each a surrogate
   key column filled from a dimension's ``key_map`` by the fact's own columns (``by``), and is
   identified by its ``key`` (a correction replaces the fact) or by an ``event_id`` (append-only: a
@@ -68,8 +72,15 @@ ENTITY_SETTINGS = (
     "h_mark", "l_mark", "block_factor", "deletion_vectors", "deletion_vectors_from_bytes",
 )
 _ENTITY_FIELDS = ("kind", "key", "event_id", "attributes", "references", "compare", "sequence", "history", "sources",
-                  "join_strategy", "directory", "settings")
+                  "join_strategy", "directory", "settings", "inputs")
 _REFERENCE_FIELDS = ("dimension", "by", "source")
+_INPUT_FIELDS = ("format", "topics", "fields", "sequence", "event_time", "timestamp_unit")
+INPUT_FORMATS = ("lines", "debezium")
+TIMESTAMP_UNITS = {"ms": 1_000, "us": 1, "ns": 0.001}  # microseconds per unit of an integer timestamp
+# Kafka's own rule for a topic name (the characters ``Topic.validate`` allows).
+_TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
+# A path into a change event: its top level (``ts_ms``) or the ``source`` block (``source.lsn``).
+_EVENT_PATH = re.compile(r"(source\.)?[A-Za-z_][A-Za-z0-9_]{0,62}")
 # Key types a reference may join on: the fact's column is encoded in Spark as the dimension's
 # line rules encode the key (``etl.transforms.references.encoded``); a timestamp's text is not.
 REFERENCE_KEY_TYPES = ("string", "integer", "decimal", "date", "boolean")
@@ -104,6 +115,32 @@ class Reference:
 
 
 @dataclass(frozen=True)
+class Input:
+    """How one source's changes arrive (docs/sources.md). ``format``: ``lines`` (the project's own
+    JSON lines) or ``debezium`` (change events); ``topics``: read from these Kafka topics (empty:
+    the landing zone). For change events, ``fields`` maps an entity column to the field of
+    ``after``/``before`` holding it (default: the same name), ``sequence`` is the path of the
+    event's position in the source's log (when the entity's sequence is ``source_seq``),
+    ``event_time`` the path of its change time in milliseconds, and ``timestamp_unit`` the unit of
+    a timestamp attribute given as a number."""
+
+    source: str
+    format: str = "lines"
+    topics: tuple[str, ...] = ()
+    fields: tuple[tuple[str, str], ...] = ()
+    sequence: str = "source.lsn"
+    event_time: str = "source.ts_ms"
+    timestamp_unit: str = "us"
+
+    @property
+    def is_kafka(self) -> bool:
+        return bool(self.topics)
+
+    def field_of(self, column: str) -> str:
+        return dict(self.fields).get(column, column)
+
+
+@dataclass(frozen=True)
 class Entity:
     name: str
     key: tuple[Column, ...]
@@ -119,6 +156,15 @@ class Entity:
     references: tuple[Reference, ...] = ()
     append_only: bool = False  # a fact identified by an event id: a repeated id is a duplicate
     inferred: bool = False  # a dimension some fact references: its table flags inferred members
+    inputs: tuple[Input, ...] = ()  # sources not given as JSON lines in landing files
+
+    def input_of(self, source: str) -> Input:
+        """The source's input (a landing-file source of JSON lines unless declared)."""
+        return next((i for i in self.inputs if i.source == source), Input(source))
+
+    @property
+    def kafka_inputs(self) -> tuple[Input, ...]:
+        return tuple(i for i in self.inputs if i.is_kafka)
 
     @property
     def is_fact(self) -> bool:
@@ -303,8 +349,58 @@ def _entity(path: str, name: str, raw: Any) -> Entity:
     references = _references(origin, raw.get("references", {}), (*key, *attributes)) if kind == "fact" else ()
     if kind == "fact" and not references:
         raise ConfigError(f"{origin}: a fact needs 'references' (at least one surrogate key from a dimension)")
+    inputs = _inputs(origin, raw.get("inputs", {}), sources, (*key, *attributes), sequence)
     return Entity(name, key, attributes, tuple(compare), sequence, history, sources, strategy, directory, dict(settings),
-                  kind, references, append_only)
+                  kind, references, append_only, inputs=inputs)
+
+
+def _inputs(origin: str, raw: Any, sources: tuple[str, ...], columns: tuple[Column, ...], sequence: str) -> tuple[Input, ...]:
+    """The entity's ``inputs.<source>`` tables, each checked on its own and against the entity."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{origin}: 'inputs' must be a table of <source> = {{ format, topics, fields, ... }}")
+    names = {c.name for c in columns}
+    out, topics = [], {}
+    for source, spec in raw.items():
+        where = f"{origin}: inputs.{source}"
+        if sources and source not in sources:
+            raise ConfigError(f"{where}: {source!r} is not one of the entity's sources ({', '.join(sources)})")
+        if not isinstance(spec, Mapping):
+            raise ConfigError(f"{where}: must be a table {{ format = \"debezium\", topics = [...] }}")
+        _known_fields(where, spec, _INPUT_FIELDS)
+        fmt = spec.get("format", "lines")
+        if fmt not in INPUT_FORMATS:
+            raise ConfigError(f"{where}: format {fmt!r} must be one of {', '.join(INPUT_FORMATS)}")
+        named = _strings(where, spec["topics"], "topics") if "topics" in spec else ()
+        for t in named:
+            if not _TOPIC.fullmatch(t):
+                raise ConfigError(f"{where}: topic {t!r} is not a Kafka topic name (letters, digits, '.', '_', '-'; at most 249)")
+            if t in topics:
+                raise ConfigError(f"{where}: topic {t!r} is read by inputs.{topics[t]} already; a topic feeds one source")
+            topics[t] = source
+        debezium_only = sorted(set(spec) & {"fields", "sequence", "event_time", "timestamp_unit"})
+        if fmt != "debezium" and debezium_only:
+            raise ConfigError(f"{where}: {', '.join(map(repr, debezium_only))} map change events: set format = \"debezium\"")
+        fields = spec.get("fields", {})
+        if not isinstance(fields, Mapping) or not all(isinstance(v, str) and v for v in fields.values()):
+            raise ConfigError(f"{where}: 'fields' must be a table of <entity column> = \"<field of after/before>\"")
+        for column in fields:
+            if column not in names:
+                raise ConfigError(f"{where}: fields names {column!r}, which is not a key column or attribute "
+                                  f"({', '.join(sorted(names))})")
+        if "sequence" in spec and sequence != DEFAULT_SEQUENCE:
+            raise ConfigError(f"{where}: the entity's sequence is its attribute {sequence!r}, taken from the change's row; "
+                              f"leave 'sequence' out")
+        for name in ("sequence", "event_time"):
+            path = spec.get(name, "")
+            if name in spec and (not isinstance(path, str) or not _EVENT_PATH.fullmatch(path)):
+                raise ConfigError(f"{where}: {name} {path!r} must name a field of the event (\"ts_ms\") or of its "
+                                  f"source block (\"source.lsn\")")
+        unit = spec.get("timestamp_unit", "us")
+        if unit not in TIMESTAMP_UNITS:
+            raise ConfigError(f"{where}: timestamp_unit {unit!r} must be one of {', '.join(TIMESTAMP_UNITS)}")
+        out.append(Input(source, fmt, named, tuple(sorted(fields.items())), spec.get("sequence", "source.lsn"),
+                         spec.get("event_time", "source.ts_ms"), unit))
+    return tuple(out)
 
 
 def _references(origin: str, raw: Any, columns: tuple[Column, ...]) -> tuple[Reference, ...]:

@@ -38,6 +38,7 @@ REJECT_REASONS = (
     "trailing_content",  # more than one JSON value on the line
     "not_an_object",
     "duplicate_field",  # a field name twice in one object (which one would count?)
+    "bad_envelope",  # a change event (format "debezium") without an op, or without the row its op needs
     "missing_source_id",
     "bad_source_id",  # not a string, or a control character in it
     "source_mismatch",  # differs from the landing path's source_id=

@@ -12,7 +12,8 @@ from __future__ import annotations
 from etl.core import registry
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.interval import Interval, overlapping
-from etl.io.landing import Fingerprint, compare, file_digest
+from etl.core.offsets import PREFIX
+from etl.io.landing import Fingerprint, LandingScan, Skipped, compare, file_digest, scan_landing
 from etl.io.tables import read
 
 
@@ -102,7 +103,8 @@ def check_owner(spark, cfg: EtlConfig, run_key: str, strategy: str, layout_kind:
 
 
 def recorded_files(spark, cfg: EtlConfig, run_key: str) -> dict[str, Fingerprint]:
-    rows = read(spark, cfg, "landed_files").where(f"run_key = '{run_key}'").collect()
+    """The run's landing files as ingest recorded them (its Kafka ranges are checked on reading)."""
+    rows = read(spark, cfg, "landed_files").where(f"run_key = '{run_key}' AND NOT startswith(file_name, '{PREFIX}')").collect()
     return {r.file_name: Fingerprint(r.file_name, r.bytes, r.sha256, r.lines, r.blank_lines) for r in rows}
 
 
@@ -130,3 +132,22 @@ def describe_changes(interval: Interval, changes) -> str:
         f"\nMove appended or added lines to a minute no run has loaded with `etl late-lines {span} "
         f"--move-to YYYY-MM-DDTHH:MM`; restore changed or removed files to what was loaded"
     )
+
+
+def scan_sources(cfg: EtlConfig, start, end) -> LandingScan:
+    """The landing files of ``[start, end)`` of the sources that land files. A source read from
+    Kafka has no landing folder: files there are skipped, and a model whose every source is read
+    from Kafka needs no landing zone."""
+    kafka_sources = {i.source for i in cfg.entity_model.kafka_inputs}
+    if kafka_sources and not cfg.landing_path.exists():
+        return LandingScan()
+    scan = scan_landing(cfg.landing_path, start, end)
+    if kafka_sources:
+        kept = []
+        for f in scan.files:
+            if f.source_id in kafka_sources:
+                scan.skipped.append(Skipped(f.name, f"source {f.source_id!r} is read from Kafka topics, not landing files"))
+            else:
+                kept.append(f)
+        scan.files = kept
+    return scan

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pyspark.sql import SparkSession
 
 from etl.core.config import EtlConfig, load_config
-from etl.core.spark_conf import delta_package, spark_conf
+from etl.core.spark_conf import packages, spark_conf
 
 
 def check_java() -> str:
@@ -36,6 +36,7 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
     conf = spark_conf(cfg)
     if in_spark_submit():
         conf.pop("spark.jars.packages")
+        conf.pop("spark.jars.excludes")
         conf.pop("spark.driver.memory")
         conf.pop("spark.driver.extraJavaOptions", None)  # the driver JVM is already running
     else:
@@ -86,7 +87,7 @@ def _prefetch() -> None:
     """Start and stop a session once so Spark downloads the Delta jars into its Ivy cache."""
     print(f"java: {check_java()}")
     cfg = load_config()
-    print(f"fetching {delta_package(cfg)} (cached after the first time)...", flush=True)
+    print(f"fetching {packages(cfg)} (cached after the first time)...", flush=True)
     spark = build_spark_session(cfg.replace(spark_master="local[1]"), app_name="etl-prefetch")
     spark.range(1).count()
     spark.stop()

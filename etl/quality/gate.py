@@ -14,8 +14,7 @@ from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
-from etl.io.landing import scan_landing
-from etl.io.runs import landing_changes
+from etl.io.runs import landing_changes, scan_sources
 from etl.io.tables import read
 from etl.transforms.history import history_validity
 from etl.transforms.outcomes import INFER
@@ -60,7 +59,7 @@ def conservation_frame(spark, cfg: EtlConfig, interval: Interval | None):
         seqs = [r[0] for r in of("batch_ledger").select("batch_seq").collect()]
         created = km.where(F.col("created_batch_seq").isin(seqs)).count() if seqs else 0
         landed = int(of("landed_files").agg(F.sum("lines")).first()[0] or 0)
-        changed = len(landing_changes(spark, cfg, interval, scan_landing(cfg.landing_path, interval.start, interval.end).files))
+        changed = len(landing_changes(spark, cfg, interval, scan_sources(cfg, interval.start, interval.end).files))
     else:
         created = km.count()
         landed = ingested + rejected

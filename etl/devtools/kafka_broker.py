@@ -1,0 +1,180 @@
+"""A real single-node Apache Kafka broker (KRaft mode: no ZooKeeper) on the loopback address, from
+Kafka's own Maven Central artifacts, for the tests and the demo: nothing to install by hand.
+
+The jars are resolved once with the Ivy that pyspark ships (the same resolver Spark uses for
+``spark.jars.packages``) into ``<cache>/kafka-<version>/``; the broker runs in its own JVM and
+process group, its log under its data directory. Production points the ETL at its own cluster
+instead (``kafka_bootstrap_servers``, docs/deployment.md).
+
+    python -m etl.devtools.kafka_broker start --dir var/kafka     # prints host:port
+    python -m etl.devtools.kafka_broker stop --dir var/kafka
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import glob
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyspark
+
+KAFKA_VERSION = "4.1.1"
+SCALA = "2.13"
+DEFAULT_CACHE = Path(os.environ.get("ETL_TOOLS_CACHE", Path.home() / ".cache" / "active-dw-etl"))
+
+
+def _ivy_jar() -> str:
+    found = sorted(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "ivy-*.jar")))
+    if not found:
+        raise RuntimeError("pyspark's Ivy jar was not found (pyspark/jars/ivy-*.jar)")
+    return found[-1]
+
+
+def kafka_jars(version: str = KAFKA_VERSION, cache: Path = DEFAULT_CACHE) -> Path:
+    """The broker's classpath directory, resolved from Maven Central the first time."""
+    target = cache / f"kafka-{version}"
+    done = target / ".resolved"
+    if done.exists():
+        return target
+    target.mkdir(parents=True, exist_ok=True)
+    print(f"fetching Apache Kafka {version} from Maven Central (once)...", file=sys.stderr, flush=True)
+    cmd = ["java", "-jar", _ivy_jar(), "-dependency", "org.apache.kafka", f"kafka_{SCALA}", version, "-confs", "default",
+           "-retrieve", str(target / "[artifact]-[revision](-[classifier]).[ext]"), "-cache", str(cache / "ivy")]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    if run.returncode != 0:
+        raise RuntimeError(f"resolving Kafka {version} failed:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
+    done.write_text(version)
+    return target
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class BrokerProcess:
+    pid: int
+    port: int
+    data_dir: Path
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """SIGTERM to the broker's process group (a clean shutdown), SIGKILL after ``timeout``."""
+        try:
+            os.killpg(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.2)
+        os.killpg(self.pid, signal.SIGKILL)
+
+
+def _properties(data_dir: Path, port: int, controller_port: int) -> str:
+    return "\n".join([
+        "process.roles=broker,controller",
+        "node.id=1",
+        f"controller.quorum.voters=1@127.0.0.1:{controller_port}",
+        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names=CONTROLLER",
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        f"log.dirs={data_dir / 'log'}",
+        "num.partitions=1",
+        "auto.create.topics.enable=true",
+        "offsets.topic.replication.factor=1",
+        "transaction.state.log.replication.factor=1",
+        "transaction.state.log.min.isr=1",
+        "group.initial.rebalance.delay.ms=0",
+        "log.retention.hours=-1",  # a test's records stay for its reruns
+        "",
+    ])
+
+
+def start(data_dir: Path, port: int = 0, version: str = KAFKA_VERSION, cache: Path = DEFAULT_CACHE,
+          heap: str = "384m", timeout: float = 60.0) -> BrokerProcess:
+    """Format (the first time) and start a broker on ``127.0.0.1:port`` (0: a free port)."""
+    data_dir = Path(data_dir).resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    state = data_dir / "broker.json"
+    if state.exists():
+        old = json.loads(state.read_text())
+        try:
+            os.killpg(old["pid"], 0)
+            raise RuntimeError(f"a broker (pid {old['pid']}) runs on {data_dir} already, at 127.0.0.1:{old['port']}")
+        except ProcessLookupError:
+            pass
+    jars = kafka_jars(version, cache)
+    port = port or _free_port()
+    config = data_dir / "server.properties"
+    config.write_text(_properties(data_dir, port, _free_port()))
+    classpath = str(jars / "*")
+    if not (data_dir / "log" / "meta.properties").exists():
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        subprocess.run(["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)],
+                       check=True, capture_output=True)
+    with open(data_dir / "broker.log", "ab") as log:
+        proc = subprocess.Popen(["java", f"-Xmx{heap}", "-XX:TieredStopAtLevel=1", "-cp", classpath, "kafka.Kafka", str(config)],
+                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    broker = BrokerProcess(proc.pid, port, data_dir)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the Kafka broker exited ({proc.returncode}); see {data_dir / 'broker.log'}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        broker.stop()
+        raise RuntimeError(f"the Kafka broker did not listen on 127.0.0.1:{port} within {timeout:.0f} s")
+    state.write_text(json.dumps({"pid": proc.pid, "port": port}))
+    return broker
+
+
+def stop(data_dir: Path) -> bool:
+    state = Path(data_dir) / "broker.json"
+    if not state.exists():
+        return False
+    old = json.loads(state.read_text())
+    BrokerProcess(old["pid"], old["port"], Path(data_dir)).stop()
+    state.unlink()
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m etl.devtools.kafka_broker", description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("start", "stop"))
+    parser.add_argument("--dir", default="var/kafka", help="the broker's data directory (default var/kafka)")
+    parser.add_argument("--port", type=int, default=9092, help="listener port on 127.0.0.1 (default 9092; 0: any free)")
+    args = parser.parse_args(argv)
+    if args.action == "start":
+        broker = start(Path(args.dir), args.port)
+        print(broker.bootstrap)
+    else:
+        print("stopped" if stop(Path(args.dir)) else "no broker recorded there")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,6 +7,11 @@ bad records are quarantined with their offset."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -20,6 +25,7 @@ from etl.devtools import kafka_broker
 from etl.devtools.cdc import KafkaRecord, create_topics, landing_lines, produce, records_of
 from etl.generator import StreamSpec, generate_stream
 from etl.io.tables import read
+from etl.stream import Stream
 from tests.helpers import ROOT, assert_entity_equals_oracle, assert_same_warehouse
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
@@ -122,3 +128,48 @@ def test_change_events_on_kafka_load_the_tables_the_landing_files_give(spark, cf
         for p in {r.partition for r in ranges if r.topic == t}:
             mine = sorted((r.start, r.end) for r in ranges if r.topic == t and r.partition == p)
             assert all(a[1] == b[0] for a, b in zip(mine, mine[1:])), mine  # contiguous, never overlapping
+
+
+STREAM_SETTINGS = dict(schedule="* * * * *", micro_batch_seconds=30, stream_grace_seconds=1, key_domain=60)
+
+
+def test_the_stream_reading_kafka_killed_mid_run_and_restarted_gives_the_scheduled_runs_tables(spark, cfg, tmp_path, broker):
+    files, kafka = (c.replace(**STREAM_SETTINGS) for c in configs(cfg, tmp_path, "product", broker))
+    now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
+    runs = [Interval(now - timedelta(minutes=m), now - timedelta(minutes=m - 1)) for m in (3, 2, 1)]
+    generate_stream(StreamSpec(start=runs[0].start, duration_s=180, rate=3, key_domain=60, seed=5, sources=("erp",)),
+                    files.landing_path, entity=files.entity_model)
+    in_millis(files.landing_path)
+    publish(spark, broker, files, "product")
+
+    # `etl stream` as a real process, SIGKILLed as its third batch's key_map MERGE commits.
+    names = ("warehouse_root", "landing_root", "gx_root", "runs_root", "model_file", "entity", "kafka_bootstrap_servers",
+             "spark_master", "spark_shuffle_partitions", "n_part", *STREAM_SETTINGS)
+    settings = {k: str(getattr(kafka, k)) for k in names}
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", ETL_CRASH_AT="load.key_map_merged:3")
+    with open(tmp_path / "stream.log", "w") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "etl.entrypoints.cli", "stream", "--entity", "product",
+                                 "--start", runs[0].start.isoformat(), "--settings-json", json.dumps(settings)],
+                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            proc.wait(timeout=600)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGKILL, (tmp_path / "stream.log").read_text()[-3000:]
+    assert read(spark, kafka, "batch_ledger").count() >= 1  # it had committed before it died
+
+    # Started again: it resumes the open run from its recorded ranges and finishes every run.
+    deadline = time.monotonic() + 5
+    while datetime.now(timezone.utc) < runs[-1].end + timedelta(seconds=1) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    Stream(spark, kafka).run(until=runs[-1].end)
+    for r in runs:
+        run(spark, files, r)
+    assert_same_warehouse(spark, files, kafka, tables=[files.entity_model.table, "key_map"])
+    assert_entity_equals_oracle(spark, kafka)
+    ledger = read(spark, kafka, "batch_ledger").groupBy("run_key", "batch_index").count()
+    assert ledger.where("count > 1").count() == 0  # no batch committed twice
+    applied = read(spark, kafka, "outcome_log").groupBy("update_id").count()
+    assert applied.where("count > 1").count() == 0  # no record decided twice
+    assert read(spark, kafka, "outcome_log").count() == read(spark, files, "outcome_log").count()  # none lost

@@ -123,6 +123,25 @@ BAD = {
     "reference by a timestamp": ("[entities.d]\nkey = { t = 'timestamp' }\n[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\n"
                                  "attributes = { at = 'timestamp' }\nreferences = { d_sk = { dimension = 'd', by = ['at'] } }\n",
                                  "a reference by a timestamp key column is not supported"),
+    # Inputs: how a source's changes arrive (docs/sources.md).
+    "input of an unknown source": ("[entities.p]\nkey = { k = 'string' }\nsources = ['erp']\n[entities.p.inputs.crm]\nformat = 'debezium'\n",
+                                   "inputs.crm: 'crm' is not one of the entity's sources (erp)"),
+    "input format": ("[entities.p]\nkey = { k = 'string' }\n[entities.p.inputs.crm]\nformat = 'avro'\n", "format 'avro' must be one of lines, debezium"),
+    "input topic": ("[entities.p]\nkey = { k = 'string' }\n[entities.p.inputs.crm]\ntopics = ['a topic']\n", "topic 'a topic' is not a Kafka topic name"),
+    "input topic twice": ("[entities.p]\nkey = { k = 'string' }\n[entities.p.inputs.crm]\ntopics = ['t']\n[entities.p.inputs.web]\ntopics = ['t']\n",
+                          "inputs.web: topic 't' is read by inputs.crm already"),
+    "input mapping of lines": ("[entities.p]\nkey = { k = 'string' }\n[entities.p.inputs.crm]\nfields = { k = 'id' }\n",
+                               "'fields' map change events: set format = \"debezium\""),
+    "input field": ("[entities.p]\nkey = { k = 'string' }\n[entities.p.inputs.crm]\nformat = 'debezium'\nfields = { id = 'id' }\n",
+                    "inputs.crm: fields names 'id', which is not a key column or attribute"),
+    "input sequence of an attribute-ordered entity": (
+        "[entities.p]\nkey = { k = 'string' }\nattributes = { t = 'timestamp' }\nsequence = 't'\n[entities.p.inputs.crm]\nformat = 'debezium'\nsequence = 'source.lsn'\n",
+        "the entity's sequence is its attribute 't', taken from the change's row"),
+    "input event path": ("[entities.p]\nkey = { k = 'string' }\n[entities.p.inputs.crm]\nformat = 'debezium'\nevent_time = 'after.ts'\n",
+                         "event_time 'after.ts' must name a field of the event"),
+    "input unit": ("[entities.p]\nkey = { k = 'string' }\n[entities.p.inputs.crm]\nformat = 'debezium'\ntimestamp_unit = 's'\n",
+                   "timestamp_unit 's' must be one of ms, us, ns"),
+    "input field name": ("[entities.p]\nkey = { k = 'string' }\n[entities.p.inputs.crm]\ntopic = 't'\n", "inputs.crm: unknown field 'topic'"),
     "reference field": (GOOD + "[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\n"
                         "references = { p_sk = { dimension = 'product', by = ['id'], on = 1 } }\n", "reference 'p_sk': unknown field 'on'"),
 }

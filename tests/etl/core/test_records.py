@@ -106,8 +106,8 @@ def test_each_bad_line_gets_its_reason(name):
 
 
 def test_every_reason_is_exercised():
-    # missing_reference is a fact's (test_a_fact_line_needs_its_references)
-    assert {want for _, want in CASES.values()} | {"source_mismatch", "unknown_source", "missing_reference"} == set(REJECT_REASONS)
+    # missing_reference is a fact's (test_a_fact_line_needs_its_references), bad_envelope a change event's (test_cdc.py)
+    assert {want for _, want in CASES.values()} | {"source_mismatch", "unknown_source", "missing_reference", "bad_envelope"} == set(REJECT_REASONS)
 
 
 def test_the_source_must_match_the_path_and_the_list():

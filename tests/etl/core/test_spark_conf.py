@@ -22,3 +22,14 @@ def test_the_driver_s_jvm_output_goes_to_stderr_and_configured_options_follow(tm
     assert spark_conf(EtlConfig(warehouse_root=str(tmp_path)))["spark.driver.extraJavaOptions"] == JVM_OUTPUT_TO_STDERR
     cfg = load_config(env={"ETL_SPARK_DRIVER_JAVA_OPTIONS": " -XX:TieredStopAtLevel=1 "})
     assert spark_conf(cfg)["spark.driver.extraJavaOptions"] == f"{JVM_OUTPUT_TO_STDERR} -XX:TieredStopAtLevel=1"
+
+
+def test_spark_fetches_the_kafka_source_only_for_a_model_that_reads_a_topic():
+    from etl.core.spark_conf import kafka_package
+    from tests.helpers import ROOT
+
+    assert "spark-sql-kafka" not in spark_conf(EtlConfig())["spark.jars.packages"]
+    kafka = EtlConfig(model_file=str(ROOT / "examples" / "shop" / "kafka.toml"), spark_packages="org.apache.hadoop:hadoop-aws:3.4.2")
+    packages = spark_conf(kafka)["spark.jars.packages"].split(",")
+    assert packages == [delta_package(), kafka_package(), "org.apache.hadoop:hadoop-aws:3.4.2"]
+    assert kafka_package() == f"org.apache.spark:spark-sql-kafka-0-10_2.13:{metadata.version('pyspark')}"

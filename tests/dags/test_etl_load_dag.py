@@ -149,6 +149,7 @@ def dags_of_model(model, tmp_path) -> dict:
         "'args': {t.task_id: list(getattr(t, 'application_args', None) or []) for t in d.tasks},"
         "'senses': {t.task_id: [t.external_dag_id, t.external_task_id, t.mode, t.soft_fail] for t in d.tasks if hasattr(t, 'external_dag_id')},"
         "'strategy': d.params.get_param('join_strategy').value if 'join_strategy' in d.params else None,"
+        "'packages': {t.task_id: (getattr(t, 'conf', None) or {}).get('spark.jars.packages') for t in d.tasks if getattr(t, 'conf', None)},"
         "'tags': sorted(d.tags)} for d in bag.dags.values()}}))"
     )
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
@@ -190,3 +191,16 @@ def test_a_fact_s_load_waits_for_its_dimensions_loads_of_the_same_interval(tmp_p
     assert load["senses"] == {"wait_for_customer": ["etl_load_customer", "validate", "reschedule", True],
                               "wait_for_product": ["etl_load_product", "validate", "reschedule", True]}
     assert set(dags) == {f"etl_{k}_{e}" for k in ("load", "quality_report", "maintenance") for e in ("customer", "product", "orders")}
+
+
+def test_a_model_reading_kafka_topics_gets_the_same_dags_with_spark_kafka_source(tmp_path):
+    """examples/shop/kafka.toml (the dimensions fed by Debezium on Kafka, docs/sources.md): the same
+    DAGs as the landing-file model, and every Spark task fetches Spark's Kafka source."""
+    from etl.core.spark_conf import kafka_package
+    from tests.helpers import ROOT
+
+    dags = dags_of_model(ROOT / "examples" / "shop" / "kafka.toml", tmp_path)
+    assert {d: {t: set(n) for t, n in v["graph"].items()} for d, v in dags.items()} == SHOP_GRAPHS
+    packages = [p for d in dags.values() for p in d["packages"].values()]
+    assert packages and all(kafka_package() in p.split(",") for p in packages)
+

@@ -169,3 +169,16 @@ def test_docker_compose_config_where_the_client_supports_it():
     assert refused.returncode != 0 and "docs/deployment.md" in refused.stderr
     done = subprocess.run(cmd, capture_output=True, text=True, env=dict(env, **{k: "x" * 32 for k in SECRETS}))
     assert done.returncode == 0, done.stderr
+
+
+def test_a_kafka_broker_is_an_opt_in_service_the_jobs_point_at(compose):
+    from etl.devtools.kafka_broker import KAFKA_VERSION
+
+    kafka = compose["services"]["kafka"]
+    assert kafka["image"] == f"apache/kafka:{KAFKA_VERSION}" and kafka["profiles"] == ["kafka"]
+    assert kafka["environment"]["KAFKA_PROCESS_ROLES"] == "broker,controller"  # KRaft, single node
+    assert "ports" not in kafka  # inside the compose network only
+    advertised = kafka["environment"]["KAFKA_ADVERTISED_LISTENERS"].split("//", 1)[1]
+    for service in ("airflow-scheduler", "etl-stream"):
+        assert compose["services"][service]["environment"]["ETL_KAFKA_BOOTSTRAP_SERVERS"] == \
+            "${ETL_KAFKA_BOOTSTRAP_SERVERS:-" + advertised + "}"

@@ -173,3 +173,35 @@ def test_the_stream_reading_kafka_killed_mid_run_and_restarted_gives_the_schedul
     applied = read(spark, kafka, "outcome_log").groupBy("update_id").count()
     assert applied.where("count > 1").count() == 0  # no record decided twice
     assert read(spark, kafka, "outcome_log").count() == read(spark, files, "outcome_log").count()  # none lost
+
+
+def test_a_scheduled_run_reading_kafka_killed_mid_load_and_rerun_gives_the_landing_files_tables(spark, cfg, tmp_path, broker):
+    """`etl run` (what the DAG's tasks run) SIGKILLed between its first batch's two MERGEs, then
+    run again as a retry would: the recorded ranges are read again, nothing lost or doubled."""
+    files, kafka = configs(cfg, tmp_path, "customer", broker)
+    files, kafka = files.replace(key_domain=60), kafka.replace(key_domain=60)
+    start = datetime(2026, 11, 23, 9, 0, tzinfo=timezone.utc)  # not RUN: the topics hold that one's records
+    interval = Interval(start, start + timedelta(minutes=3))
+    generate_stream(StreamSpec(start=start, duration_s=180, rate=3, key_domain=60, seed=23, sources=("crm", "shop")),
+                    files.landing_path, entity=files.entity_model)
+    in_millis(files.landing_path)
+    publish(spark, broker, files, "customer")
+
+    names = ("warehouse_root", "landing_root", "gx_root", "runs_root", "model_file", "entity", "kafka_bootstrap_servers",
+             "spark_master", "spark_shuffle_partitions", "n_part", "key_domain", "micro_batch_seconds")
+    settings = json.dumps({k: str(getattr(kafka, k)) for k in names})
+    cmd = [sys.executable, "-m", "etl.entrypoints.cli", "run", "--entity", "customer", "--start", interval.start.isoformat(),
+           "--end", interval.end.isoformat(), "--settings-json", settings]
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
+    killed = subprocess.run(cmd, cwd=ROOT, env=dict(env, ETL_CRASH_AT="load.key_map_merged:1"), capture_output=True,
+                            text=True, timeout=600, start_new_session=True)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+    assert "validation          passed" in again.stdout, again.stdout
+
+    run(spark, files, interval)
+    assert_same_warehouse(spark, files, kafka, tables=[files.entity_model.table, "key_map"])
+    assert_entity_equals_oracle(spark, kafka)
+    assert read(spark, kafka, "outcome_log").count() == read(spark, files, "outcome_log").count()
+    assert read(spark, kafka, "outcome_log").groupBy("update_id").count().where("count > 1").count() == 0

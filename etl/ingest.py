@@ -117,22 +117,26 @@ def check_file(f: dict, max_record_bytes: int, sources: tuple[str, ...], entity:
 
 def _check_partition(max_record_bytes: int, sources: tuple[str, ...], entity: Entity):
     def run(batches):
-        import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        schema = to_arrow_schema(checked_schema(entity), timezone="UTC")
-        for batch in batches:
-            for f in batch.to_pylist():
-                rows = []
-                for row in check_file(f, max_record_bytes, sources, entity):
-                    rows.append(row)
-                    if len(rows) >= ROWS_PER_ARROW_BATCH:
-                        yield pa.RecordBatch.from_pylist(rows, schema=schema)
-                        rows = []
-                if rows:
-                    yield pa.RecordBatch.from_pylist(rows, schema=schema)
+        files = (f for batch in batches for f in batch.to_pylist())
+        yield from _arrow_batches((row for f in files for row in check_file(f, max_record_bytes, sources, entity)), entity)
 
     return run
+
+
+def _arrow_batches(rows: Iterator[dict], entity: Entity):
+    """``CHECKED`` rows as Arrow record batches of at most ``ROWS_PER_ARROW_BATCH`` (mapInArrow's output)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(checked_schema(entity), timezone="UTC")
+    chunk = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) >= ROWS_PER_ARROW_BATCH:
+            yield pa.RecordBatch.from_pylist(chunk, schema=schema)
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_pylist(chunk, schema=schema)
 
 
 def check_landed_files(spark, cfg: EtlConfig, files: list[LandedFile]) -> DataFrame:
@@ -194,23 +198,8 @@ def check_records(records, meta: dict, a: datetime, b: datetime, max_record_byte
 def _check_kafka_partition(meta: dict, a: datetime, b: datetime, max_record_bytes: int, sources: tuple[str, ...],
                            entity: Entity):
     def run(batches):
-        import pyarrow as pa
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        schema = to_arrow_schema(checked_schema(entity), timezone="UTC")
-
-        def records():
-            for batch in batches:
-                yield from batch.to_pylist()
-
-        rows = []
-        for row in check_records(records(), meta, a, b, max_record_bytes, sources, entity):
-            rows.append(row)
-            if len(rows) >= ROWS_PER_ARROW_BATCH:
-                yield pa.RecordBatch.from_pylist(rows, schema=schema)
-                rows = []
-        if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=schema)
+        records = (r for batch in batches for r in batch.to_pylist())
+        yield from _arrow_batches(check_records(records, meta, a, b, max_record_bytes, sources, entity), entity)
 
     return run
 

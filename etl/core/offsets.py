@@ -62,12 +62,10 @@ def plan(topic: str, partition: int, a: datetime, recorded: list[Recorded], at_a
          end_offset: int) -> OffsetRange:
     """The range of ``[a, b)`` given the partition's other recorded ranges, the first offsets at or
     after ``a`` and ``b`` (``None``: no record that late yet) and the partition's end offset."""
-    mine = [r.range for r in recorded if r.range.topic == topic and r.range.partition == partition]
-    earlier = [r.range.end for r in recorded if r.range.topic == topic and r.range.partition == partition
-               and r.piece_start < a]
-    later = [r.range.start for r in recorded if r.range.topic == topic and r.range.partition == partition
-             and r.piece_start > a]
-    assert len(earlier) + len(later) == len(mine), "a recorded range of the same interval is reused, not planned"
+    mine = [r for r in recorded if r.range.topic == topic and r.range.partition == partition]
+    assert all(r.piece_start != a for r in mine), "a recorded range of the same interval is reused, not planned"
+    earlier = [r.range.end for r in mine if r.piece_start < a]
+    later = [r.range.start for r in mine if r.piece_start > a]
     start = max(earlier) if earlier else (end_offset if at_a is None else at_a)
     end = min(later) if later else (end_offset if at_b is None else at_b)
     start = min(start, end) if later else start

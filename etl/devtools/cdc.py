@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Iterable, Iterator
@@ -24,6 +24,7 @@ from etl.core.model import TIMESTAMP_UNITS, Column, Entity, Input
 from etl.core.records import Reject, check_line, parse_timestamp
 
 DEBEZIUM_VERSION = "2.7.3.Final"
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -35,7 +36,8 @@ class KafkaRecord:
 
 
 def millis(ts: datetime) -> int:
-    return int(ts.timestamp() * 1000) if ts.microsecond % 1000 == 0 else int(ts.timestamp() * 1_000_000) // 1000
+    """Milliseconds since 1970, exactly (no float on the way), the sub-millisecond part dropped."""
+    return (ts - _EPOCH) // timedelta(milliseconds=1)
 
 
 def _encoded(column: Column, value, spec: Input):

@@ -72,7 +72,7 @@ def configs(cfg, tmp_path, entity: str, broker):
     return files, kafka
 
 
-def publish(spark, broker, files, entity: str, topics_suffix: str = "") -> int:
+def publish(spark, broker, files, entity: str) -> int:
     kafka_entity = load_model(KAFKA_MODEL).entity(entity)
     create_topics(spark, broker.bootstrap, [t for i in kafka_entity.kafka_inputs for t in i.topics], partitions=2)
     return produce(spark, broker.bootstrap, records_of(landing_lines(files.landing_path), kafka_entity, snapshot_lines=15))
@@ -91,7 +91,6 @@ def test_change_events_on_kafka_load_the_tables_the_landing_files_give(spark, cf
     generate_stream(StreamSpec(start=T0, duration_s=240, rate=3, key_domain=60, seed=11, sources=model_entity.sources,
                                delete_share=0.05), files.landing_path, entity=model_entity)
     in_millis(files.landing_path)
-    # Topics are per test run of the module's broker: a parametrised case must not read the other's.
     produced = publish(spark, broker, files, entity)
     topic = kafka.entity_model.kafka_inputs[0].topics[0]
     hostile = [b"{not json", json.dumps({"op": "t", "source": {"ts_ms": 1}}).encode(),

@@ -48,15 +48,19 @@ from etl.generator import StreamSpec, generate_stream
 from etl.io.spark import build_spark_session
 from etl.io.tables import read
 from etl.stream import Stream
+from etl.transforms.delays import production_delay_s
 
 
 def delays(spark, cfg: EtlConfig) -> dict:
-    """Every update's delay: its batch's commit (the ledger's ``committed_at``) minus its arrival."""
+    """Every update's delay: its batch's commit (the ledger's ``committed_at``) minus its arrival,
+    as the run report measures it (``etl.transforms.delays``: an arrival after the commit is clock
+    skew, counted apart and in no delay)."""
     ledger = read(spark, cfg, "batch_ledger").where("strategy != 'seed'").select("batch_seq", "committed_at")
     d = (read(spark, cfg, "outcome_log").join(ledger, "batch_seq")
-         .select((F.unix_micros("committed_at") - F.unix_micros("arrival_ts")).alias("us")))
-    row = d.agg(F.avg("us"), F.percentile_approx("us", 0.99, 10000), F.count("*")).first()
-    return {"updates": int(row[2]), "delay_avg_s": (row[0] or 0) / 1e6, "delay_p99_s": (row[1] or 0) / 1e6}
+         .select(production_delay_s(F.col("committed_at"), F.col("arrival_ts")).alias("s")))
+    row = d.agg(F.avg("s"), F.percentile_approx("s", 0.99, 10000), F.count("s"), F.count("*")).first()
+    return {"updates": int(row[2]), "delay_avg_s": row[0] or 0.0, "delay_p99_s": row[1] or 0.0,
+            "clock_skew": int(row[3]) - int(row[2])}
 
 
 def unloaded(spark, cfg: EtlConfig, landing: Path, stopped_at: datetime) -> dict:

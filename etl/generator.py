@@ -31,7 +31,7 @@ from typing import Callable
 
 import numpy as np
 
-from etl.core.model import Column, Entity, Model, load_model
+from etl.core.model import Column, Entity, Model, load_model, shown, source_name_problem
 from etl.io.landing import landing_file  # noqa: F401  (where the generator writes; re-exported)
 
 CITIES = (
@@ -82,6 +82,10 @@ class StreamSpec:
         bad = [k for k, ok in checks.items() if not ok]
         if bad:
             raise ValueError(f"invalid stream parameters: {', '.join(bad)} ({self})")
+        for source in self.sources:  # each names a folder of the landing zone
+            problem = source_name_problem(source)
+            if problem:
+                raise ValueError(f"invalid stream parameters: source {shown(source)} {problem}")
         if self.duplicate_share + self.unchanged_share + self.malformed_share + self.new_key_share > 1:
             raise ValueError("new_key_share + duplicate_share + unchanged_share + malformed_share must be <= 1")
 

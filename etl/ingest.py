@@ -204,17 +204,19 @@ def _check_kafka_partition(meta: dict, a: datetime, b: datetime, max_record_byte
     return run
 
 
-def check_kafka_ranges(spark, cfg: EtlConfig, ranges: list, a: datetime, b: datetime) -> DataFrame | None:
+def check_kafka_ranges(spark, cfg: EtlConfig, ranges: list, a: datetime, b: datetime, absent: list = ()) -> DataFrame | None:
     """The ``CHECKED`` rows of the ranges' records (``ranges``: ``(input, OffsetRange)``), read
-    with Spark's Kafka source; an empty range still gets its row, the record of where it ended."""
-    if not ranges:
+    with Spark's Kafka source; an empty range still gets its row, the record of where it ended, and
+    so does a topic recorded as absent (``absent``: ``(input, name)``)."""
+    if not ranges and not absent:
         return None
     entity = cfg.entity_model
     schema = checked_schema(entity)
     meta = {(r.topic, r.partition): (spec, r.name) for spec, r in ranges}
-    empty = [dict(kind="file", path_source_id=spec.source, file_name=r.name, arrival_minute=a, file_bytes=0,
+    nothing = [(spec, r.name) for spec, r in ranges if r.records == 0] + list(absent)
+    empty = [dict(kind="file", path_source_id=spec.source, file_name=name, arrival_minute=a, file_bytes=0,
                   file_sha256=EMPTY_SHA256, file_lines=0, file_blank_lines=0)
-             for spec, r in ranges if r.records == 0]
+             for spec, name in nothing]
     out = spark.createDataFrame([tuple(row.get(f) for f in schema.fieldNames()) for row in empty], schema) if empty else None
     raw = read_ranges(spark, client_properties(cfg), [r for _, r in ranges])
     if raw is not None:

@@ -15,12 +15,14 @@ from pathlib import Path
 from pyspark.sql import functions as F
 
 from etl.core.config import ConfigError, EtlConfig
+from etl.core.delays import describe as describe_delays
 from etl.core.faults import crash_point
 from etl.core.interval import Interval
+from etl.core.offsets import PREFIX
 from etl.core.stream_plan import is_window_boundary, windows_before
 from etl.ingest import EMPTY_SHA256, check_kafka_ranges, check_landed_files, to_ingested, to_landed_files, to_rejected
 from etl.io.files import write_json
-from etl.io.kafka import KafkaPlan, plan_ranges
+from etl.io.kafka import KafkaPlan, check_broker, plan_ranges, read_failure
 from etl.io.landing import landing_file, move_tail
 from etl.io.lock import LoadLock
 from etl.io.runs import (
@@ -73,15 +75,17 @@ def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
     landing zone cannot be read, when the interval overlaps another run, and when the run has
     started loading and its landing files changed since (docs/ingest.md)."""
     scan = scan_sources(cfg, interval.start, interval.end)
+    check_broker(spark, cfg)
     ensure_tables(spark, cfg)
     known = known_runs(spark, cfg)
     check_no_overlap(spark, cfg, interval, known)
     # A run never ingested (by this version) cannot have started loading: skip the three reads.
-    if interval.run_key in known and has_started(spark, cfg, interval.run_key):
+    started = interval.run_key in known and has_started(spark, cfg, interval.run_key)
+    if started:
         changes = landing_changes(spark, cfg, interval, scan.files)
         if changes:
             raise LandingChanged(describe_changes(interval, changes))
-    kafka = plan_ranges(spark, cfg, interval, interval.start, interval.end)
+    kafka = plan_ranges(spark, cfg, interval, interval.start, interval.end, decided=started)
     run = f"run_key = '{interval.run_key}'"
     reasons, n_lines, n_blank = _write_checked(spark, cfg, interval, scan, kafka, interval.start, interval.end, run, run, run)
     summary = ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, n_lines, n_blank, reasons,
@@ -99,10 +103,18 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
     for s in scan.skipped + kafka.skipped:
         log.warning("skipped %s: %s", s.name, s.reason)
     checked = check_landed_files(spark, cfg, scan.files)
-    records = check_kafka_ranges(spark, cfg, kafka.ranges, a, b)
-    if records is not None:
-        checked = checked.unionByName(records)
-    checked = checked.cache()
+    try:
+        records = check_kafka_ranges(spark, cfg, kafka.ranges, a, b, kafka.absent)
+        if records is not None:
+            checked = checked.unionByName(records)
+        checked = checked.cache()
+        checked.count()  # read once: a broker that stops answering fails the run here, before any write
+    except Exception as exc:
+        checked.unpersist()
+        meaning = read_failure(exc, [r for _, r in kafka.ranges], interval.run_key) if kafka.ranges else None
+        if meaning is None:
+            raise
+        raise meaning from None
     try:
         lines = checked.where(F.col("kind") == "line")
         valid = lines.where(F.col("reject_reason").isNull())
@@ -183,9 +195,13 @@ def run_ingest_summary(spark, cfg: EtlConfig, interval: Interval, skipped) -> di
     """The summary ``ingest`` writes, made from the run's rows (the always-on loader ingested it in
     pieces)."""
     run = f"run_key = '{interval.run_key}'"
-    files = read(spark, cfg, "landed_files").where(run).agg(F.count("*"), F.sum("lines"), F.sum("blank_lines")).first()
+    kafka = F.startswith(F.col("file_name"), F.lit(PREFIX))
+    files = read(spark, cfg, "landed_files").where(run).agg(
+        F.count(F.when(~kafka, 1)), F.count(F.when(kafka & F.col("file_name").rlike(":[0-9]+-[0-9]+$"), 1)),
+        F.sum("lines"), F.sum("blank_lines")).first()
     reasons = Counter({r[0]: r[1] for r in read(spark, cfg, "rejected_updates").where(run).groupBy("reason").count().collect()})
-    return ingest_summary(interval, int(files[0]), skipped, int(files[1] or 0), int(files[2] or 0), reasons)
+    return ingest_summary(interval, int(files[0]), skipped, int(files[2] or 0), int(files[3] or 0), reasons,
+                          ranges=int(files[1]))
 
 
 def late_lines(spark, cfg: EtlConfig, interval: Interval, move_to=None) -> dict:
@@ -281,6 +297,7 @@ def report(cfg: EtlConfig, interval: Interval) -> dict:
         "batches_already_done": load_s.get("batches_already_done", 0),
         "delay_avg_s": load_s.get("delay_avg_s"),
         "delay_p99_s": load_s.get("delay_p99_s"),
+        "clock_skew": load_s.get("clock_skew", 0),  # arrivals after their commit: not in the delays
         "validation": "passed" if validate_s.get("success") else ("failed" if validate_s else "not run"),
         "data_docs": validate_s.get("data_docs"),
     }
@@ -312,8 +329,9 @@ def format_report(rep: dict, cfg: EtlConfig | None = None) -> str:
     lines.append(
         f"  micro-batches       {rep['batches_committed']} committed, {rep['batches_already_done']} already done"
     )
-    if rep["delay_avg_s"] is not None:
-        lines.append(f"  production delay    avg {rep['delay_avg_s']:.1f} s, p99 {rep['delay_p99_s']:.1f} s")
+    delays = describe_delays(rep["delay_avg_s"], rep["delay_p99_s"], rep.get("clock_skew", 0))
+    if delays:
+        lines.append(f"  production delay    {delays}")
     lines.append(f"  validation          {rep['validation']}")
     lines.append(f"  Data Docs           {rep['data_docs']}")
     return "\n".join(lines)

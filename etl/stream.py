@@ -30,6 +30,7 @@ from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.core.stream_plan import next_wake, ready_through, schedule_interval, windows_before
 from etl.io.files import write_json
+from etl.io.kafka import KafkaUnavailable, check_broker
 from etl.io.landing import Skipped
 from etl.io.lock import WarehouseLocked
 from etl.io.runs import check_no_overlap, known_runs, run_finished
@@ -69,6 +70,8 @@ class Stream:
     def run(self, start: datetime | None = None, until: datetime | None = None) -> list[dict]:
         """Load run after run from ``start`` (default: the open run, else the one after the last
         run loaded, else the one now) until ``stop()``, or until the runs before ``until`` are done."""
+        if not self._waiting_for_kafka("the stream starts", lambda: check_broker(self.spark, self.cfg)):
+            return self.finished
         ensure_tables(self.spark, self.cfg)
         interval = self._first_run(start)
         try:
@@ -148,7 +151,11 @@ class Stream:
                     wake = next_wake(interval, mbs, through, self.cfg.stream_grace_seconds)
                     self.sleep(min(max((wake - now).total_seconds(), 0.0), self.cfg.stream_heartbeat_seconds))
                     continue
-                piece = jobs.ingest_minutes(self.spark, self.cfg, interval, through, ready)
+                piece = self._waiting_for_kafka(
+                    f"minutes {through:%H:%M}-{ready:%H:%M} of run {interval.run_key} are read",
+                    lambda: jobs.ingest_minutes(self.spark, self.cfg, interval, through, ready), state)
+                if piece is None:
+                    return False
                 state["skipped"] += piece["skipped"]
                 state["ingested_through"] = ready.isoformat()
                 self._save(interval, state, result)
@@ -167,6 +174,22 @@ class Stream:
                 break
         self._finish(interval, state, result)
         return True
+
+    def _waiting_for_kafka(self, what: str, action, state: dict | None = None):
+        """``action()``; while the Kafka cluster does not answer, said, then tried again after a
+        pause, as a service waits for a dependency (``None``: stopped while waiting)."""
+        while True:
+            try:
+                return action() or True
+            except KafkaUnavailable as exc:
+                if self.stopping:
+                    return None
+                pause = min(30.0, max(1.0, self.cfg.stream_heartbeat_seconds))
+                self.progress(f"{exc}; retrying in {pause:.0f} s until {what}")
+                self._heartbeat(state)
+                self.sleep(pause)
+                if self.stopping:
+                    return None
 
     def _load_ready(self, interval: Interval, closed: int) -> LoadResult | None:
         """The loader's step, waiting while another load or maintenance holds the lock."""

@@ -145,6 +145,7 @@ _METRICS = [
     _s("disk_cycle", LongType()),
     _s("delay_avg_s", DoubleType()),
     _s("delay_p99_s", DoubleType()),
+    _s("clock_skew", LongType()),  # updates that arrived after the commit: left out of the delays
     _s("batch_started_at", TimestampType()),
     _s("duration_s", DoubleType()),
 ]

@@ -10,19 +10,31 @@ line is (``check_record``), so a field gets the same reason whichever way it cam
   message) is ``bad_op``: it names no row.
 - A tombstone (a Kafka record without a value, which Debezium sends after a delete for log
   compaction) is not an update: it is counted apart, like a blank line.
-- The sequence is the event's position in the source's log (``Input.sequence``, default
-  ``source.lsn``) unless the entity orders versions by one of its attributes; the event time is
-  ``Input.event_time`` (default ``source.ts_ms``: when the change was committed at the source).
+- The sequence is the event's position in the source's log: the input's ``sequence`` fields
+  (its connector's by default: ``source.lsn``, MySQL's ``file``/``pos``/``row``, SQL Server's
+  LSN text...), each read as one or more non-negative integers, packed in order into one 63-bit
+  number with ``sequence_bits`` per part. A part too wide for its bits is ``bad_source_seq``, never
+  wrapped: a wrapped position would order a later change before an earlier one. A snapshot read
+  without a position (SQL Server's carry none) comes before every streamed change: 0.
+- The event time is ``Input.event_time`` (default ``source.ts_ms``: when the change was committed
+  at the source).
 - Values as Debezium's JSON converter writes them: a date as days since 1970 or ISO text, a
-  timestamp as a number in ``Input.timestamp_unit`` or ISO text, a decimal as a number or text
-  (``decimal.handling.mode=string``; the default ``precise`` mode's base64 bytes are refused as
-  ``bad_attribute_type``). An envelope wrapped with its schema (``{"schema": ..., "payload": ...}``,
-  ``schemas.enable=true``) is unwrapped.
+  timestamp as an integer in ``Input.timestamp_unit`` (exact integer arithmetic, cut to the
+  microsecond like ISO text's extra digits) or ISO text, a decimal as ``Input.decimal_handling``
+  says (``precise``: base64 of the unscaled value's bytes; ``string``: text; ``double``: a JSON
+  number). A value in another encoding is refused with its field's reason, never guessed: the
+  base64 text ``"0006"`` is -29293.50 at scale 2, not 6. An envelope wrapped with its schema
+  (``{"schema": ..., "payload": ...}``, ``schemas.enable=true``) is unwrapped, and a decimal's
+  scale is then the one its schema declares.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import re
 from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
 from typing import Any
 
 from etl.core.model import TIMESTAMP_UNITS, Column, Entity, Input
@@ -30,8 +42,32 @@ from etl.core.records import Reject, Update, check_record, parse_object
 
 UPSERT_OPS = ("c", "u", "r")
 DELETE_OPS = ("d",)
+SNAPSHOT_OP = "r"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _EPOCH_DAY = date(1970, 1, 1)
+_MICROS_PER_SECOND = 1_000_000
+_KAFKA_DECIMAL = "org.apache.kafka.connect.data.Decimal"
+_INT32 = 2**31
+# A log position's text forms: Oracle's SCN (decimal digits), SQL Server's LSN (hex groups, e.g.
+# 00000027:00000758:0003, one part each), PostgreSQL's text LSN (16/B374D848, one 64-bit number)
+# and a binlog file name (mysql-bin.000003: its number).
+_NUMBER_TEXT = re.compile(r"[0-9]{1,20}")
+_HEX_GROUPS = re.compile(r"[0-9A-Fa-f]{1,16}(?::[0-9A-Fa-f]{1,16})+")
+_PG_LSN = re.compile(r"([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})")
+_LOG_FILE = re.compile(r"([A-Za-z0-9_.-]{1,255})\.([0-9]{1,10})")
+_NAME_CHARACTER = re.compile(r"[A-Za-z_-]")
+
+
+class _Unreadable:
+    """A value the input's declared encoding does not read. The line rules refuse it as they
+    refuse a value of the wrong type, with the field's own reason (``bad_natural_key``,
+    ``bad_attribute_type``, ``bad_source_seq``) and in their usual order."""
+
+    def __repr__(self) -> str:
+        return "<unreadable>"
+
+
+UNREADABLE = _Unreadable()
 
 
 def _is_integer(value: Any) -> bool:
@@ -47,25 +83,118 @@ def _at(event: dict, path: str) -> Any:
     return block.get(tail) if isinstance(block, dict) else None
 
 
-def _iso_from_micros(micros: float) -> str | None:
+def _iso_from_micros(micros: int) -> str | None:
     try:
         return (_EPOCH + timedelta(microseconds=micros)).isoformat()
     except OverflowError:
         return None  # past year 9999: the line rule refuses what is left
 
 
-def _value(column: Column, value: Any, unit: str) -> Any:
-    """Debezium's encodings of a date (days) and a timestamp (a number in ``unit``) as the ISO text
-    the line rules read; anything else as given."""
+def _unscaled(text: Any) -> int | None:
+    """The integer whose big-endian two's-complement bytes ``text`` holds in base64 (Kafka
+    Connect's Decimal), or ``None``. Only the one text Java's encoder writes for those bytes is
+    read: no other alphabet, padding or stray bits."""
+    if not isinstance(text, str):
+        return None
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    if not raw or base64.b64encode(raw).decode("ascii") != text:
+        return None
+    return int.from_bytes(raw, "big", signed=True)
+
+
+def _decimal(value: Any, handling: str, scale: int) -> Any:
+    """A decimal as the connector's ``decimal.handling.mode`` sends it; ``UNREADABLE`` when it
+    came another way (the line rules then check it against decimal(p,s))."""
+    if handling == "string":
+        return value if isinstance(value, str) else UNREADABLE
+    if handling == "double":
+        return value if isinstance(value, (int, Decimal)) and not isinstance(value, bool) else UNREADABLE
+    if isinstance(value, dict) and set(value) == {"scale", "value"}:  # VariableScaleDecimal: its own scale
+        scale, value = value["scale"], value["value"]
+        if not _is_integer(scale) or not -_INT32 <= scale < _INT32:  # the struct's scale is an INT32
+            return UNREADABLE
+    unscaled = _unscaled(value)
+    if unscaled is None:
+        return UNREADABLE
+    return Decimal((int(unscaled < 0), tuple(int(d) for d in str(abs(unscaled))), -scale))  # exact: no context rounding
+
+
+def _value(column: Column, value: Any, spec: Input, scale: int) -> Any:
+    """Debezium's encodings as the line rules read them: a date's days and a timestamp's integer as
+    ISO text, a decimal decoded (``_decimal``); anything else as given."""
+    if value is None:
+        return None
+    kind = column.type.kind
+    if kind == "decimal":
+        return _decimal(value, spec.decimal_handling, scale)
     if _is_integer(value):
-        if column.type.kind == "date":
+        if kind == "date":
             try:
                 return (_EPOCH_DAY + timedelta(days=value)).isoformat()
             except OverflowError:
                 return value
-        if column.type.kind == "timestamp":
-            return _iso_from_micros(value * TIMESTAMP_UNITS[unit]) or value
+        if kind == "timestamp":  # floor division: the digits past the microsecond cut, as in ISO text
+            return _iso_from_micros(value * _MICROS_PER_SECOND // TIMESTAMP_UNITS[spec.timestamp_unit]) or value
     return value
+
+
+def _declared_scales(schema: Any, block: str) -> dict[str, int]:
+    """The scale each Decimal field of ``block`` (``after``/``before``) declares in the envelope's
+    schema (``schemas.enable=true``): the source column's own, which the base64 bytes are in."""
+    scales = {}
+    fields = schema.get("fields") if isinstance(schema, dict) else None
+    row = next((f for f in fields or () if isinstance(f, dict) and f.get("field") == block), None)
+    for f in (row or {}).get("fields") or ():
+        if isinstance(f, dict) and f.get("name") == _KAFKA_DECIMAL and isinstance(f.get("field"), str):
+            scale = (f.get("parameters") or {}).get("scale")
+            if isinstance(scale, str) and _NUMBER_TEXT.fullmatch(scale):
+                scales[f["field"]] = int(scale)
+    return scales
+
+
+def _position_parts(value: Any) -> list[int] | None:
+    """One log position field as non-negative integers, most significant first, or ``None``."""
+    if _is_integer(value):
+        return [value] if value >= 0 else None
+    if not isinstance(value, str):
+        return None
+    if _NUMBER_TEXT.fullmatch(value):
+        return [int(value)]
+    if _HEX_GROUPS.fullmatch(value):
+        return [int(group, 16) for group in value.split(":")]
+    lsn = _PG_LSN.fullmatch(value)
+    if lsn:
+        return [int(lsn[1], 16) << 32 | int(lsn[2], 16)]
+    log_file = _LOG_FILE.fullmatch(value)
+    if log_file and _NAME_CHARACTER.search(log_file[1]):
+        return [int(log_file[2])]
+    return None
+
+
+def log_position(event: dict, op: str, spec: Input) -> Any:
+    """The event's position in the source's log as one non-negative 63-bit integer (the input's
+    ``sequence`` fields' parts, packed in order, each in its ``sequence_bits``), or
+    ``UNREADABLE``. Packing keeps the order: the first part decides, the next breaks a tie."""
+    parts: list[int] = []
+    for path in spec.sequence:
+        value = _at(event, path)
+        if value is None:
+            return 0 if op == SNAPSHOT_OP else UNREADABLE
+        read = _position_parts(value)
+        if read is None:
+            return UNREADABLE
+        parts += read
+    if len(parts) != len(spec.sequence_bits):
+        return UNREADABLE
+    position = 0
+    for part, width in zip(parts, spec.sequence_bits):
+        if part >> width:
+            return UNREADABLE  # too wide for its bits: refused, never wrapped
+        position = position << width | part
+    return position
 
 
 def _event_time(value: Any) -> Any:
@@ -77,27 +206,34 @@ def _event_time(value: Any) -> Any:
 
 def as_line(event: dict, source_id: str, entity: Entity, spec: Input) -> dict:
     """The change event as the project's own line (``docs/ingest.md``), or ``Reject``."""
+    schema = None
     if "payload" in event and "schema" in event:  # the JSON converter with schemas.enable=true
-        event = event["payload"]
+        schema, event = event["schema"], event["payload"]
         if not isinstance(event, dict):
             raise Reject("bad_envelope")
     op = event.get("op")
     if not isinstance(op, str):
         raise Reject("bad_envelope")
     if op in UPSERT_OPS:
-        row, kind = event.get("after"), "upsert"
+        block, kind = "after", "upsert"
     elif op in DELETE_OPS:
-        row, kind = event.get("before"), "delete"
+        block, kind = "before", "delete"
     else:
         raise Reject("bad_op")
+    row = event.get(block)
     if not isinstance(row, dict):
         raise Reject("bad_envelope")
-    line = {"source_id": source_id, "op": kind, "event_ts": _event_time(_at(event, spec.event_time))}
+    scales = _declared_scales(schema, block)
+
+    def value(c: Column) -> Any:
+        name = spec.field_of(c.name)
+        return _value(c, row.get(name), spec, scales.get(name, c.type.scale))
+
+    line = {"source_id": source_id, "op": kind, "event_ts": _event_time(_at(event, spec.event_time)),
+            "source_seq": log_position(event, op, spec)}
     for c in entity.key:
-        line[c.name] = _value(c, row.get(spec.field_of(c.name)), spec.timestamp_unit)
-    line["attributes"] = {c.name: _value(c, row.get(spec.field_of(c.name)), spec.timestamp_unit) for c in entity.attributes}
-    if entity.sequence_column is None:
-        line["source_seq"] = _at(event, spec.sequence)
+        line[c.name] = value(c)
+    line["attributes"] = {c.name: value(c) for c in entity.attributes}
     return line
 
 

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Mapping
 
 from etl.core import registry
 from etl.core.errors import ConfigError
-from etl.core.model import Entity, Model, load_model
+from etl.core.model import Entity, Model, check_source_names, load_model, parse_toml, read_text_file
 
 ENV_PREFIX = "ETL_"
 DELETION_VECTOR_MODES = ("auto", "on", "off")
@@ -222,6 +221,7 @@ def _validate(cfg: EtlConfig) -> None:
             raise ConfigError(f"setting '{name}' = {getattr(cfg, name)!r}: {what}")
 
     registry.spec(cfg.join_strategy)
+    check_source_names("setting 'sources'", cfg.sources)
     for name in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", "spark_master"):
         need(bool(str(getattr(cfg, name)).strip()), name, "must not be empty")
     for name in ("landing_root", "gx_root", "runs_root", "reports_root", "meta_root"):
@@ -307,18 +307,15 @@ def _from_mapping(values: Mapping[str, Any], origin: str) -> dict[str, Any]:
         if name not in _FIELDS:
             raise ConfigError(f"{origin}: unknown setting '{key}'; known settings: {', '.join(sorted(_FIELDS))}")
         out[name] = _coerce(name, raw)
+        if name == "sources":  # each becomes a folder of the landing zone: say where a bad one was set
+            check_source_names(f"{origin}: setting '{key}'", out[name])
     return out
 
 
 def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Settings from a TOML file: top-level keys, or keys under an ``[etl]`` table."""
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"config file {str(p)!r} does not exist (set by --config or {CONFIG_FILE_ENV})")
-    try:
-        data = tomllib.loads(p.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {str(p)!r} is not valid TOML: {exc}") from None
+    data = parse_toml("config file", str(p), read_text_file("config file", p, f" (set by --config or {CONFIG_FILE_ENV})"))
     if isinstance(data.get("etl"), dict):
         data = data["etl"]
     return _from_mapping(data, f"config file {str(p)!r}")
@@ -326,12 +323,12 @@ def read_file(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def read_env(env: Mapping[str, str]) -> dict[str, Any]:
     """Settings from ``ETL_<NAME>`` variables (``ETL_CONFIG`` names the file and is not a setting)."""
-    picked = {
-        k[len(ENV_PREFIX) :].lower(): v
-        for k, v in env.items()
-        if k.startswith(ENV_PREFIX) and k != CONFIG_FILE_ENV and k[len(ENV_PREFIX) :].lower() in _FIELDS
-    }
-    return _from_mapping(picked, "environment")
+    out: dict[str, Any] = {}
+    for variable, value in env.items():
+        name = variable[len(ENV_PREFIX) :].lower()
+        if variable.startswith(ENV_PREFIX) and variable != CONFIG_FILE_ENV and name in _FIELDS:
+            out.update(_from_mapping({name: value}, f"environment variable {variable}"))
+    return out
 
 
 def strategy_settings(strategy: str, given: Mapping[str, Any]) -> dict[str, Any]:

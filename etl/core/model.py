@@ -23,7 +23,10 @@ One ``[entities.<name>]`` table per entity (docs/model.md has the whole format):
   second line with the same id is a duplicate). A dimension that a fact references gets inferred
   members: a key a fact names before the dimension has seen it.
 
-Every error names the file, the entity and the field. Internally a key is one text,
+Every error names the file, the entity and the field. Column names are compared without case, as
+Spark resolves them; a source's name must be one folder name (``source_name_problem``), since the
+landing zone keeps a source's files under ``source_id=<name>``; an entity's directory is never a
+name the pipeline puts under a root (``RESERVED_DIRECTORIES``). Internally a key is one text,
 ``encode_key``: the value itself for a one-column key, a JSON array of the parts' texts for a
 composite one, so ``key_map`` and every join strategy stay the same for any key shape.
 """
@@ -35,10 +38,12 @@ import functools
 import json
 import os
 import re
+import stat
 import tomllib
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from etl.core import registry
 from etl.core.errors import ConfigError
@@ -65,6 +70,21 @@ RESERVED = frozenset({
     "stands_for", "attributes", "strategy", "count", "is_new", "is_inferred",
 })
 _RESERVED_PREFIXES = ("km_", "o_", "_")
+# What the pipeline keeps directly under a root beside the entities' directories, so no entity's
+# ``directory`` may take one of these names (its run would write into them): under the warehouse
+# root the tables every entity has beside its own (warehouse/schemas.py ``tables`` and ``views``; a
+# view was a table in older warehouses, which keep it), under the meta root the run snapshots
+# (``runs``) and the always-on loader's state (``stream``), under the GX root the GX project
+# (``gx``). Everything else the code puts there (``_meta``, ``_spark_sql``, ``load.lock``,
+# ``segment_layout.json``, run keys, ``source_id=<source>``) cannot be a directory's name anyway;
+# tests/etl/core/test_model.py holds both against what the code writes. An entity at the roots
+# (``directory = ""``) also owns its table's name there (``_check_directories``).
+SYSTEM_TABLES = ("key_map", "ingested_updates", "rejected_updates", "landed_files", "batch_ledger", "wait_buffer",
+                 "outcome_log", "applied_changes", "duplicates_quarantine", "join_metrics")
+RESERVED_DIRECTORIES = frozenset((*SYSTEM_TABLES, "gx", "runs", "stream"))
+# A source's name is a folder's name in the landing zone, ``source_id=<name>`` (etl/io/landing.py),
+# so it must be one path component that every filesystem holds: a file name has at most 255 bytes.
+MAX_SOURCE_NAME_BYTES = 255 - len("source_id=")
 # The settings an entity may set for its own join (the rest are the warehouse's).
 ENTITY_SETTINGS = (
     "micro_batch_seconds", "max_record_bytes", "max_rejected_fraction", "n_invoke", "r_wb", "alpha", "tau",
@@ -74,9 +94,26 @@ ENTITY_SETTINGS = (
 _ENTITY_FIELDS = ("kind", "key", "event_id", "attributes", "references", "compare", "sequence", "history", "sources",
                   "join_strategy", "directory", "settings", "inputs")
 _REFERENCE_FIELDS = ("dimension", "by", "source")
-_INPUT_FIELDS = ("format", "topics", "fields", "sequence", "event_time", "timestamp_unit")
+_DEBEZIUM_FIELDS = ("fields", "connector", "sequence", "sequence_bits", "event_time", "timestamp_unit", "decimal_handling")
+_INPUT_FIELDS = ("format", "topics", *_DEBEZIUM_FIELDS)
 INPUT_FORMATS = ("lines", "debezium")
-TIMESTAMP_UNITS = {"ms": 1_000, "us": 1, "ns": 0.001}  # microseconds per unit of an integer timestamp
+# Units per second of a timestamp given as a number: integers all the way (a float would round
+# nanoseconds), ``value * 1_000_000 // units`` microseconds, cut like the digits of ISO text.
+TIMESTAMP_UNITS = {"ms": 1_000, "us": 1_000_000, "ns": 1_000_000_000}
+# Debezium's ``decimal.handling.mode``: a decimal as base64 bytes of its unscaled value (the
+# connector's default), as text, or as a JSON number.
+DECIMAL_HANDLINGS = ("precise", "string", "double")
+# Every table stores a sequence as ``source_seq``, a non-negative 64-bit signed integer.
+SEQUENCE_BITS = 63
+# Per Debezium connector: the ``source`` fields that order its changes, and the bits each of their
+# parts takes in the 63-bit sequence, in order (docs/sources.md, "Connectors", says why).
+CONNECTOR_SEQUENCES = {
+    "postgresql": (("source.lsn",), (63,)),
+    "oracle": (("source.scn",), (63,)),
+    "mysql": (("source.file", "source.pos", "source.row"), (19, 32, 12)),
+    "mariadb": (("source.file", "source.pos", "source.row"), (19, 32, 12)),
+    "sqlserver": (("source.change_lsn", "source.event_serial_no"), (24, 25, 12, 2)),
+}
 # Kafka's own rule for a topic name (the characters ``Topic.validate`` allows).
 _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 # A path into a change event: its top level (``ts_ms``) or the ``source`` block (``source.lsn``).
@@ -119,18 +156,22 @@ class Input:
     """How one source's changes arrive (docs/sources.md). ``format``: ``lines`` (the project's own
     JSON lines) or ``debezium`` (change events); ``topics``: read from these Kafka topics (empty:
     the landing zone). For change events, ``fields`` maps an entity column to the field of
-    ``after``/``before`` holding it (default: the same name), ``sequence`` is the path of the
-    event's position in the source's log (when the entity's sequence is ``source_seq``),
-    ``event_time`` the path of its change time in milliseconds, and ``timestamp_unit`` the unit of
-    a timestamp attribute given as a number."""
+    ``after``/``before`` holding it (default: the same name); ``sequence`` the paths of the event's
+    position in the source's log, compared in order, packed into one 63-bit sequence with
+    ``sequence_bits`` per part (the ``connector``'s by default); ``event_time`` the path of its
+    change time in milliseconds; ``timestamp_unit`` the unit of a timestamp given as a number;
+    ``decimal_handling`` how a decimal arrives (the connector's ``decimal.handling.mode``)."""
 
     source: str
     format: str = "lines"
     topics: tuple[str, ...] = ()
     fields: tuple[tuple[str, str], ...] = ()
-    sequence: str = "source.lsn"
+    connector: str = "postgresql"
+    sequence: tuple[str, ...] = ("source.lsn",)
+    sequence_bits: tuple[int, ...] = (SEQUENCE_BITS,)
     event_time: str = "source.ts_ms"
     timestamp_unit: str = "us"
+    decimal_handling: str = "precise"
 
     @property
     def is_kafka(self) -> bool:
@@ -251,6 +292,70 @@ def encode_key(parts: tuple[str, ...]) -> str:
     return json.dumps(list(parts), ensure_ascii=False, separators=(",", ":"))
 
 
+def source_name_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be a source's name, or ``None``: the name becomes a folder of the
+    landing zone, so a separator, ``..`` or a control character would write outside it or into a
+    name no tool shows faithfully. Whitespace at either end is refused too: it is invisible in
+    every listing and a comma-separated setting strips it, so the name could not be given twice
+    the same way."""
+    if not isinstance(name, str):
+        return "is not text"
+    if not name:
+        return "is empty"
+    if not name.strip():
+        return "is only whitespace"
+    if any(unicodedata.category(ch) == "Cc" for ch in name):
+        return "holds a control character (NUL, a line break, a tab, ...)"
+    if name != name.strip():
+        return "begins or ends with whitespace"
+    if name in (".", ".."):
+        return "is '.' or '..', which every folder holds already"
+    if "/" in name or "\\" in name:
+        return "holds a path separator ('/' or '\\')"
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: what an undecodable byte of the environment becomes
+        return "is not valid UTF-8 text"
+    if size > MAX_SOURCE_NAME_BYTES:
+        return f"is {size} bytes long in UTF-8; at most {MAX_SOURCE_NAME_BYTES} fit a landing folder's name"
+    return None
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """``value`` quoted for a message (``repr``: no raw control byte reaches a terminal), a long
+    text cut short."""
+    if not isinstance(value, str) or len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}... ({len(value)} characters)"
+
+
+def check_source_names(where: str, names: Iterable[Any]) -> None:
+    """``ConfigError`` at the first name ``source_name_problem`` refuses; ``where`` names the file
+    or setting and the field."""
+    for name in names:
+        problem = source_name_problem(name)
+        if problem:
+            raise ConfigError(f"{where}: {shown(name)} {problem}; a source name becomes one folder of the landing "
+                              f"zone (source_id=<name>)")
+
+
+def _same_column(names: Iterable[str]) -> str:
+    """What is wrong when two names are one column to Spark, which resolves column names without
+    case (``name`` and ``Name`` would pass here and fail the run once its tables exist); empty if
+    nothing is."""
+    seen: dict[str, str] = {}
+    for name in names:
+        first = seen.get(name.lower())
+        if first is None:
+            seen[name.lower()] = name
+        elif first == name:
+            return f"column {name!r} declared twice (key and attributes share one namespace)"
+        else:
+            return (f"columns {first!r} and {name!r} are one column to Spark, which compares column names without "
+                    f"case; rename one")
+    return ""
+
+
 def _columns(origin: str, raw: Any, what: str, allow_natural_key: bool = False) -> tuple[Column, ...]:
     if not isinstance(raw, Mapping) or (what == "key" and not raw):
         raise ConfigError(f"{origin}: '{what}' must be a table of column = type" + (" with at least one column" if what == "key" else ""))
@@ -259,10 +364,13 @@ def _columns(origin: str, raw: Any, what: str, allow_natural_key: bool = False) 
         where = f"{origin}: {what} column {name!r}"
         if not _COLUMN.fullmatch(name):
             raise ConfigError(f"{where}: a column name is a letter then letters, digits or _ (at most 63)")
-        if name in RESERVED and not (allow_natural_key and name == "natural_key"):
-            raise ConfigError(f"{where}: the name is the pipeline's own column; reserved names: {', '.join(sorted(RESERVED))}")
-        if name.startswith(_RESERVED_PREFIXES):
-            raise ConfigError(f"{where}: names starting with {', '.join(_RESERVED_PREFIXES)} are reserved")
+        folded = name.lower()  # Spark's comparison of column names
+        if folded in RESERVED and not (allow_natural_key and name == "natural_key"):
+            as_spark_sees_it = "" if name == folded else f" ({folded!r} to Spark, which compares column names without case)"
+            raise ConfigError(f"{where}: the name is the pipeline's own column{as_spark_sees_it}; reserved names: "
+                              f"{', '.join(sorted(RESERVED))}")
+        if folded.startswith(_RESERVED_PREFIXES):
+            raise ConfigError(f"{where}: names starting with {', '.join(_RESERVED_PREFIXES)} (in any case) are reserved")
         try:
             out.append(Column(name, parse_type(text)))
         except ValueError as exc:
@@ -308,10 +416,9 @@ def _entity(path: str, name: str, raw: Any) -> Entity:
     if any(c.name == "natural_key" and c.type.kind != "string" for c in key):
         raise ConfigError(f"{origin}: key column 'natural_key' must be a string (or take another name)")
     attributes = _columns(origin, raw.get("attributes", {}), "attributes")
-    names = [c.name for c in (*key, *attributes)]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise ConfigError(f"{origin}: column {', '.join(map(repr, twice))} declared twice (key and attributes share one namespace)")
+    clash = _same_column(c.name for c in (*key, *attributes))
+    if clash:
+        raise ConfigError(f"{origin}: {clash}")
     attribute_names = tuple(c.name for c in attributes)
     sequence = raw.get("sequence", DEFAULT_SEQUENCE)
     # By default every attribute but the sequence column (a new sequence is no new content).
@@ -331,6 +438,7 @@ def _entity(path: str, name: str, raw: Any) -> Entity:
     if history not in HISTORY_KINDS:
         raise ConfigError(f"{origin}: history {history!r} must be one of {', '.join(HISTORY_KINDS)} (current: SCD type 1; history: SCD type 2)")
     sources = _strings(origin, raw["sources"], "sources") if "sources" in raw else ()
+    check_source_names(f"{origin}: sources", sources)
     strategy = raw.get("join_strategy", "")
     if strategy:
         try:
@@ -340,6 +448,10 @@ def _entity(path: str, name: str, raw: Any) -> Entity:
     directory = raw.get("directory", name)
     if not isinstance(directory, str) or (directory and not _NAME.fullmatch(directory)):
         raise ConfigError(f"{origin}: 'directory' must be empty (the roots themselves) or a name like an entity's")
+    if directory in RESERVED_DIRECTORIES:
+        given = "" if "directory" in raw else " (the entity's name: the default directory)"
+        raise ConfigError(f"{origin}: directory {directory!r}{given} is a name the pipeline uses under the roots "
+                          f"({', '.join(sorted(RESERVED_DIRECTORIES))}); set 'directory' to another name")
     settings = raw.get("settings", {})
     if not isinstance(settings, Mapping):
         raise ConfigError(f"{origin}: 'settings' must be a table of setting = value")
@@ -361,6 +473,7 @@ def _inputs(origin: str, raw: Any, sources: tuple[str, ...], columns: tuple[Colu
     names = {c.name for c in columns}
     out, topics = [], {}
     for source, spec in raw.items():
+        check_source_names(f"{origin}: inputs.<source>", [source])
         where = f"{origin}: inputs.{source}"
         if sources and source not in sources:
             raise ConfigError(f"{where}: {source!r} is not one of the entity's sources ({', '.join(sources)})")
@@ -377,7 +490,7 @@ def _inputs(origin: str, raw: Any, sources: tuple[str, ...], columns: tuple[Colu
             if t in topics:
                 raise ConfigError(f"{where}: topic {t!r} is read by inputs.{topics[t]} already; a topic feeds one source")
             topics[t] = source
-        debezium_only = sorted(set(spec) & {"fields", "sequence", "event_time", "timestamp_unit"})
+        debezium_only = sorted(set(spec) & set(_DEBEZIUM_FIELDS))
         if fmt != "debezium" and debezium_only:
             raise ConfigError(f"{where}: {', '.join(map(repr, debezium_only))} map change events: set format = \"debezium\"")
         fields = spec.get("fields", {})
@@ -387,20 +500,63 @@ def _inputs(origin: str, raw: Any, sources: tuple[str, ...], columns: tuple[Colu
             if column not in names:
                 raise ConfigError(f"{where}: fields names {column!r}, which is not a key column or attribute "
                                   f"({', '.join(sorted(names))})")
-        if "sequence" in spec and sequence != DEFAULT_SEQUENCE:
-            raise ConfigError(f"{where}: the entity's sequence is its attribute {sequence!r}, taken from the change's row; "
-                              f"leave 'sequence' out")
-        for name in ("sequence", "event_time"):
-            path = spec.get(name, "")
-            if name in spec and (not isinstance(path, str) or not _EVENT_PATH.fullmatch(path)):
-                raise ConfigError(f"{where}: {name} {path!r} must name a field of the event (\"ts_ms\") or of its "
-                                  f"source block (\"source.lsn\")")
+        if fmt == "debezium" and sequence != DEFAULT_SEQUENCE:
+            raise ConfigError(f"{where}: change events cannot feed an entity ordered by an attribute: the entity's sequence "
+                              f"is its attribute {sequence!r}, taken from the change's row, but a delete's 'before' is the "
+                              f"row as it was (or only its key), so the delete would carry the deleted version's "
+                              f"{sequence!r} (judged a duplicate) or none (refused) and the row would stay; leave the "
+                              f"entity's 'sequence' out: change events are ordered by their position in the source's log "
+                              f"(inputs.{source}.sequence)")
+        connector = spec.get("connector", "postgresql")
+        if connector not in CONNECTOR_SEQUENCES:
+            raise ConfigError(f"{where}: connector {connector!r} must be one of {', '.join(CONNECTOR_SEQUENCES)}")
+        paths, bits = _input_sequence(where, spec, *CONNECTOR_SEQUENCES[connector])
+        event_time = spec.get("event_time", "source.ts_ms")
+        if not isinstance(event_time, str) or not _EVENT_PATH.fullmatch(event_time):
+            raise ConfigError(f"{where}: event_time {event_time!r} must name a field of the event (\"ts_ms\") or of its "
+                              f"source block (\"source.ts_ms\")")
         unit = spec.get("timestamp_unit", "us")
         if unit not in TIMESTAMP_UNITS:
             raise ConfigError(f"{where}: timestamp_unit {unit!r} must be one of {', '.join(TIMESTAMP_UNITS)}")
-        out.append(Input(source, fmt, named, tuple(sorted(fields.items())), spec.get("sequence", "source.lsn"),
-                         spec.get("event_time", "source.ts_ms"), unit))
+        decimals = spec.get("decimal_handling", "precise")
+        if decimals not in DECIMAL_HANDLINGS:
+            raise ConfigError(f"{where}: decimal_handling {decimals!r} must be one of {', '.join(DECIMAL_HANDLINGS)} "
+                              f"(the connector's decimal.handling.mode)")
+        out.append(Input(source, fmt, named, tuple(sorted(fields.items())), connector=connector, sequence=paths,
+                         sequence_bits=bits, event_time=event_time, timestamp_unit=unit, decimal_handling=decimals))
     return tuple(out)
+
+
+def _input_sequence(where: str, spec: Mapping, connector_paths: tuple[str, ...],
+                    connector_bits: tuple[int, ...]) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """An input's ``sequence`` paths and the width of each part in the 63-bit sequence: the
+    connector's unless given. One path alone may take all 63 bits; several need their widths."""
+    raw = spec.get("sequence", connector_paths)
+    paths = (raw,) if isinstance(raw, str) else raw
+    if (not isinstance(paths, (list, tuple)) or not paths
+            or not all(isinstance(p, str) and _EVENT_PATH.fullmatch(p) for p in paths)):
+        raise ConfigError(f"{where}: sequence {raw!r} must name a field of the event (\"ts_ms\") or of its source block "
+                          f"(\"source.lsn\"), or be a list of them compared in order ([\"source.file\", \"source.pos\"])")
+    paths = tuple(paths)
+    if "sequence_bits" not in spec:
+        if "sequence" not in spec:
+            return paths, connector_bits
+        if len(paths) > 1:
+            raise ConfigError(f"{where}: sequence {list(paths)!r} has several fields: give 'sequence_bits', the width in "
+                              f"bits of each part, in order, within the {SEQUENCE_BITS} bits a sequence is stored in")
+        return paths, (SEQUENCE_BITS,)
+    bits = spec["sequence_bits"]
+    if (not isinstance(bits, list) or not bits
+            or not all(isinstance(b, int) and not isinstance(b, bool) and 1 <= b <= SEQUENCE_BITS for b in bits)):
+        raise ConfigError(f"{where}: sequence_bits {bits!r} must be a list of widths in bits (1 to {SEQUENCE_BITS}), one "
+                          f"per part of the sequence, in order")
+    if sum(bits) > SEQUENCE_BITS:
+        raise ConfigError(f"{where}: sequence_bits {bits!r} add up to {sum(bits)} bits; a sequence is stored in "
+                          f"{SEQUENCE_BITS} (source_seq, a non-negative 64-bit integer)")
+    if len(bits) < len(paths):
+        raise ConfigError(f"{where}: sequence_bits {bits!r} has {len(bits)} width(s) for {len(paths)} sequence fields; "
+                          f"each field is at least one part")
+    return paths, tuple(bits)
 
 
 def _references(origin: str, raw: Any, columns: tuple[Column, ...]) -> tuple[Reference, ...]:
@@ -408,13 +564,17 @@ def _references(origin: str, raw: Any, columns: tuple[Column, ...]) -> tuple[Ref
     against the dimensions once every entity is read)."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{origin}: 'references' must be a table of <surrogate key column> = {{ dimension, by, source }}")
-    names = {c.name for c in columns}
+    names = {c.name for c in columns}  # ``by`` names them exactly as declared
+    taken = {c.name.lower(): ("a declared column", c.name) for c in columns}  # as Spark compares names
     out = []
     for name, ref in raw.items():
         where = f"{origin}: reference {name!r}"
         _columns(origin, {name: "integer"}, "references")  # the column name's own rules
-        if name in names:
-            raise ConfigError(f"{where}: the name is a declared column already")
+        if name.lower() in taken:
+            what, first = taken[name.lower()]
+            raise ConfigError(f"{where}: the name is {what} already" + ("" if first == name else
+                              f" ({first!r}: Spark compares column names without case)"))
+        taken[name.lower()] = ("reference", name)
         if not isinstance(ref, Mapping):
             raise ConfigError(f"{where}: must be a table {{ dimension = \"...\", by = [...] }}")
         _known_fields(where, ref, _REFERENCE_FIELDS)
@@ -430,6 +590,8 @@ def _references(origin: str, raw: Any, columns: tuple[Column, ...]) -> tuple[Ref
         source = ref.get("source", "")
         if not isinstance(source, str):
             raise ConfigError(f"{where}: 'source' must be the dimension's source name (leave it out: the fact line's source)")
+        if source:  # empty: as if left out, the fact line's own source
+            check_source_names(f"{where}: source", [source])
         out.append(Reference(name, dimension, by, source))
     return tuple(out)
 
@@ -468,35 +630,118 @@ def _check_references(path: str, entities: tuple[Entity, ...]) -> tuple[Entity, 
     return tuple(dataclasses.replace(e, inferred=True) if e.name in referenced else e for e in entities)
 
 
-def parse_model(text: str, path: str = "<model>") -> Model:
+def _check_directories(path: str, entities: tuple[Entity, ...]) -> None:
+    """Each entity in a directory of its own: none shared, and none named as the table of the
+    entity that lives at the roots (whose tables are there)."""
+    dirs = [e.directory for e in entities]
+    twice = sorted({d or "(the roots)" for d in dirs if dirs.count(d) > 1})
+    if twice:
+        raise ConfigError(f"model file {path!r}: entities share the directory {', '.join(twice)}; each needs its own")
+    at_roots = next((e for e in entities if not e.directory), None)
+    for e in entities:
+        if at_roots is not None and e.directory == at_roots.table:
+            raise ConfigError(f"model file {path!r}, entity {e.name!r}: directory {e.directory!r} is the table of entity "
+                              f"{at_roots.name!r}, which lives at the roots; set 'directory' to another name")
+
+
+def parse_toml(what: str, path: str, text: str) -> dict[str, Any]:
+    """``text`` as TOML, or a ``ConfigError`` naming the file (``what``: "model file", ...)."""
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"model file {path!r} is not valid TOML: {exc}") from None
+        raise ConfigError(f"{what} {path!r} is not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses once per level of nesting
+        raise ConfigError(f"{what} {path!r} nests arrays or tables too deeply to be read") from None
+
+
+def parse_model(text: str, path: str = "<model>") -> Model:
+    data = parse_toml("model file", path, text)
     unknown = sorted(set(data) - {"entities"})
     if unknown:
         raise ConfigError(f"model file {path!r}: unknown top-level field {', '.join(map(repr, unknown))}; entities go under [entities.<name>]")
     entities = data.get("entities")
     if not isinstance(entities, Mapping) or not entities:
         raise ConfigError(f"model file {path!r}: declares no entity ([entities.<name>] with a key)")
-    out = _check_references(path, tuple(_entity(path, name, raw) for name, raw in entities.items()))
-    dirs = [e.directory for e in out]
-    twice = sorted({d or "(the roots)" for d in dirs if dirs.count(d) > 1})
-    if twice:
-        raise ConfigError(f"model file {path!r}: entities share the directory {', '.join(twice)}; each needs its own")
+    try:
+        out = _check_references(path, tuple(_entity(path, name, raw) for name, raw in entities.items()))
+    except RecursionError:  # a deeply nested value met on the way (its repr in a message)
+        raise ConfigError(f"model file {path!r} nests arrays or tables too deeply to be read") from None
+    _check_directories(path, out)
     return Model(path, out)
+
+
+def _kind_of_file(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _unreadable(where: str, exc: BaseException) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return f"{where} does not exist"
+    if isinstance(exc, PermissionError):
+        return f"{where} cannot be read: permission denied"
+    return f"{where} cannot be read: {getattr(exc, 'strerror', None) or exc}"
+
+
+def regular_file_stat(what: str, path: Path, hint: str = "") -> os.stat_result:
+    """``path``'s status when it is a regular file (or a link to one), else a ``ConfigError``
+    naming it: a FIFO is refused before anything opens it, so reading cannot block."""
+    where = f"{what} {str(path)!r}"
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        raise ConfigError(f"{_unreadable(where, exc)}{hint}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"{where} is {_kind_of_file(st.st_mode)}, not a file{hint}")
+    return st
+
+
+def read_text_file(what: str, path: Path, hint: str = "") -> str:
+    """The UTF-8 text of the regular file ``path``, or a ``ConfigError`` naming it (``what``:
+    "model file", "config file"; ``hint``: the setting that names it)."""
+    regular_file_stat(what, path, hint)
+    where = f"{what} {str(path)!r}"
+    try:
+        # Non-blocking: should the path become a FIFO after the check, opening it still returns.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{_unreadable(where, exc)}{hint}") from None
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"{where} is {_kind_of_file(mode)}, not a file{hint}")
+        try:
+            data = f.read()
+        except OSError as exc:
+            raise ConfigError(f"{_unreadable(where, exc)}{hint}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where} is not UTF-8 text (byte {data[exc.start]:#04x} at offset {exc.start}); "
+                          f"TOML files are UTF-8") from None
+
+
+_MODEL_HINT = " (setting 'model_file')"
 
 
 @functools.lru_cache(maxsize=32)
 def _cached(path: str, mtime_ns: int, size: int) -> Model:
-    return parse_model(Path(path).read_text(), path)
+    return parse_model(read_text_file("model file", Path(path), _MODEL_HINT), path)
 
 
 def load_model(path: str | os.PathLike[str] | None = None) -> Model:
     """The model in ``path`` (default: the customer model), read once per version of the file."""
-    p = Path(path) if path else DEFAULT_MODEL_FILE
-    p = p.expanduser().resolve()
-    if not p.is_file():
-        raise ConfigError(f"model file {str(p)!r} does not exist (setting 'model_file')")
-    st = p.stat()
+    given = path or DEFAULT_MODEL_FILE
+    try:
+        p = Path(given).expanduser().resolve()
+    except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, an unknown ~user, a NUL byte
+        raise ConfigError(f"model file {str(given)!r} cannot be found: {exc}{_MODEL_HINT}") from None
+    st = regular_file_stat("model file", p, _MODEL_HINT)
     return _cached(str(p), st.st_mtime_ns, st.st_size)

@@ -1,24 +1,36 @@
-"""Which records of a Kafka partition a run reads: a range of offsets, decided once and recorded
-(pure Python; ``etl.io.kafka`` asks the broker and reads, docs/sources.md says it for users).
+"""Which records of a Kafka topic a run reads: per partition a range of offsets, decided once and
+recorded (pure Python; ``etl.io.kafka`` asks the broker and reads, docs/sources.md says it for users).
 
-A run (or a piece of one, for the always-on loader) ``[a, b)`` reads, per partition, the offsets
-``[start, end)`` where ``start`` is where the recorded range before it ended and ``end`` where the
-recorded range after it starts; with no recorded neighbour, the first offset whose timestamp is at
-or after ``a`` (``b``), or the partition's end when there is none yet. Recorded ranges are never
-decided again: a rerun, a retry or a backfill reads exactly the records it read before, and two
-ranges never share an offset nor leave one out between them, whatever order the runs ran in. A
-record that arrives late (its timestamp in a run that has recorded its range) goes to the next
-range: read once, never lost.
+A piece ``[a, b)`` of a run (the whole run, or one of the always-on loader's pieces) is decided at
+its first ingest and never again: it reads exactly its recorded ranges from then on, and a
+partition or topic that appears later is read by a later piece. A new piece reads, per partition,
+``[start, end)`` where
+
+- ``start`` is where the recorded range before it ended; a partition with none starts at its
+  beginning when the warehouse has read this source before (the partition or topic appeared
+  since: its records, whatever their timestamps, were in no range), and otherwise (the source's
+  first piece) at the first offset timestamped at or after ``a``;
+- ``end`` is where the recorded range after it starts; with none, the first offset timestamped at
+  or after ``b``, or the partition's end when there is none yet.
+
+So two ranges never share an offset nor leave one out between them, whatever order runs ran in,
+and a record that arrives late (its timestamp in a piece already decided) is read by the next
+piece. Offsets the broker deleted before any range read them (retention) cannot be read: the
+piece starts after them and reports them as skipped. A topic that does not exist when a piece is
+decided is recorded as absent (``kafka:<topic>:absent``), so the source counts as read.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 PREFIX = "kafka:"
-_NAME = re.compile(r"kafka:([A-Za-z0-9._-]{1,249}):([0-9]+):([0-9]+)-([0-9]+)")
+ABSENT = "absent"
+_TOPIC = r"([A-Za-z0-9._-]{1,249})"
+_NAME = re.compile(PREFIX + _TOPIC + r":([0-9]+):([0-9]+)-([0-9]+)")
+_ABSENT = re.compile(PREFIX + _TOPIC + ":" + ABSENT)
 
 
 @dataclass(frozen=True)
@@ -41,32 +53,135 @@ class OffsetRange:
 
     @classmethod
     def parse(cls, name: str) -> "OffsetRange | None":
-        """The range a ``landed_files`` name records; ``None`` for a landing file's name."""
+        """The range a ``landed_files`` name records; ``None`` for anything else."""
         m = _NAME.fullmatch(name)
         return cls(m[1], int(m[2]), int(m[3]), int(m[4])) if m else None
 
 
+def absent_name(topic: str) -> str:
+    """The ``landed_files`` name recording that ``topic`` did not exist when a piece was decided."""
+    return f"{PREFIX}{topic}:{ABSENT}"
+
+
 def is_range(name: str) -> bool:
+    """A Kafka entry of ``landed_files`` (a range or an absent topic), not a landing file."""
     return name.startswith(PREFIX)
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """A range some run (or piece) recorded, with the start of its interval."""
+    """What a piece starting at ``piece_start`` recorded of ``topic``: a range of one of its
+    partitions, or (``range`` None) that the topic did not exist then."""
 
     piece_start: datetime
-    range: OffsetRange
+    topic: str
+    range: OffsetRange | None = None
+
+    @classmethod
+    def parse(cls, piece_start: datetime, name: str) -> "Recorded | None":
+        rng = OffsetRange.parse(name)
+        if rng is not None:
+            return cls(piece_start, rng.topic, rng)
+        m = _ABSENT.fullmatch(name)
+        return cls(piece_start, m[1]) if m else None
+
+    @property
+    def name(self) -> str:
+        return self.range.name if self.range else absent_name(self.topic)
 
 
-def plan(topic: str, partition: int, a: datetime, recorded: list[Recorded], at_a: int | None, at_b: int | None,
-         end_offset: int) -> OffsetRange:
-    """The range of ``[a, b)`` given the partition's other recorded ranges, the first offsets at or
-    after ``a`` and ``b`` (``None``: no record that late yet) and the partition's end offset."""
-    mine = [r for r in recorded if r.range.topic == topic and r.range.partition == partition]
-    assert all(r.piece_start != a for r in mine), "a recorded range of the same interval is reused, not planned"
+@dataclass(frozen=True)
+class PartitionNow:
+    """What the broker says of one partition while a piece is decided."""
+
+    begin: int  # the log start offset: the records before it were deleted (retention, DeleteRecords)
+    end: int  # the next record's offset
+    at_a: int | None = None  # the first offset timestamped at or after a; None: none that late yet
+    at_b: int | None = None
+
+
+class OffsetsWentBack(ValueError):
+    """A partition ends before offsets a recorded range reached: the topic was deleted and
+    created again (its offsets start over), so chaining to the recorded ranges would skip it all."""
+
+
+@dataclass(frozen=True)
+class Skip:
+    """Offsets ``[start, end)`` of a partition no range will ever read."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    why: str
+
+    @property
+    def name(self) -> str:
+        return f"{PREFIX}{self.topic}:{self.partition}:{self.start}-{self.end}"
+
+
+def plan(topic: str, partition: int, a: datetime, recorded: list[Recorded], now: PartitionNow,
+         source_read_before: bool) -> tuple[OffsetRange, Skip | None]:
+    """The range of a new piece starting at ``a`` (rules in the module's docstring), and the
+    offsets before it that retention deleted unread, if any."""
+    mine = [r for r in recorded if r.range and r.topic == topic and r.range.partition == partition]
+    assert all(r.piece_start != a for r in mine), "a decided piece is reused, not planned"
     earlier = [r.range.end for r in mine if r.piece_start < a]
     later = [r.range.start for r in mine if r.piece_start > a]
-    start = max(earlier) if earlier else (end_offset if at_a is None else at_a)
-    end = min(later) if later else (end_offset if at_b is None else at_b)
-    start = min(start, end) if later else start
-    return OffsetRange(topic, partition, start, max(start, end))
+    bound = min(later) if later else None  # where the next recorded range of the partition starts
+    if earlier:
+        start = max(earlier)
+        if now.end < start:
+            raise OffsetsWentBack(
+                f"{PREFIX}{topic}:{partition} ends at offset {now.end}, before offset {start} that a recorded "
+                f"range reached: the topic was deleted and created again")
+    elif source_read_before:
+        start = 0  # appeared after the source was first read: all of it is unread
+    else:
+        start = now.end if now.at_a is None else now.at_a
+    skip = None
+    first_held = now.begin if bound is None else min(now.begin, bound)
+    if (earlier or source_read_before) and first_held > start:
+        why = "deleted by the broker (retention) before any run read them"
+        skip = Skip(topic, partition, start, first_held, why if earlier else why + ": the partition or topic "
+                                                                           "appeared after the source was first read")
+        start = first_held
+    end = bound if later else (now.end if now.at_b is None else now.at_b)
+    if later:
+        start = min(start, end)
+    return OffsetRange(topic, partition, start, max(start, end)), skip
+
+
+@dataclass
+class PiecePlan:
+    """What one piece reads of one topic: its ranges, or nothing (``absent``: the topic did not
+    exist), offsets no range will read, and partitions it leaves to later pieces."""
+
+    ranges: list[OffsetRange] = field(default_factory=list)
+    absent: bool = False
+    skips: list[Skip] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)  # names of partitions/topics read by a later piece
+
+
+def plan_topic(topic: str, a: datetime, own: list[Recorded], others: list[Recorded],
+               partitions: dict[int, PartitionNow] | None, source_read_before: bool, decided: bool) -> PiecePlan:
+    """One topic of a piece starting at ``a``. ``own``: what this piece recorded of the topic
+    already; ``partitions``: the broker's partitions now (None: the topic does not exist);
+    ``decided``: the piece was ingested or loaded before (its input is fixed)."""
+    out = PiecePlan()
+    if own or decided:
+        out.ranges = [r.range for r in own if r.range]
+        out.absent = any(r.range is None for r in own)
+        taken = {r.partition for r in out.ranges}
+        for p in sorted(set(partitions or ()) - taken):
+            out.left.append(f"{PREFIX}{topic}:{p}")
+        return out
+    if partitions is None:
+        out.absent = True
+        return out
+    for p, now in sorted(partitions.items()):
+        rng, skip = plan(topic, p, a, others, now, source_read_before)
+        out.ranges.append(rng)
+        if skip:
+            out.skips.append(skip)
+    return out

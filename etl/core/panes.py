@@ -7,7 +7,8 @@ half-open, ``[start, end)``, aligned to the Unix epoch, so a report over any int
 windows as any other report that covers them.
 
 Aggregates are counts and sums (distributive) plus a delay histogram with 8 buckets per doubling
-(also distributive), from which a window's p99 is read to within 9%.
+(also distributive), from which a window's p99 is read to within 9%. Updates that arrived after
+their batch's commit have no delay (``etl.core.delays``): counted as ``clock_skew``, in no delay.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class Pane:
     delay_n: int = 0
     delay_max_s: float | None = None
     histogram: dict[int, int] = field(default_factory=dict)
+    clock_skew: int = 0  # updates without a delay: arrived after their batch's commit
 
     def add(self, other: "Pane") -> None:
         for k, v in other.counts.items():
@@ -61,6 +63,7 @@ class Pane:
             self.delay_max_s = max(self.delay_max_s or 0.0, other.delay_max_s)
         for b, n in other.histogram.items():
             self.histogram[b] = self.histogram.get(b, 0) + n
+        self.clock_skew += other.clock_skew
 
 
 def percentile_from_histogram(histogram: dict[int, int], q: float) -> float | None:
@@ -77,7 +80,8 @@ def percentile_from_histogram(histogram: dict[int, int], q: float) -> float | No
 
 
 def window_metrics(panes: dict[tuple[str, int], Pane], start_s: int, end_s: int, range_s: int, slide_s: int) -> list[dict]:
-    """One row per (source, window): counts, rates over all updates, delay average, p99 and max."""
+    """One row per (source, window): counts, rates over all updates, delay average, p99 and max
+    (over the updates that have a delay), and the clock skew left out of them."""
     sources = sorted({s for s, _ in panes})
     rows = []
     for ws, we in windows(start_s, end_s, range_s, slide_s):
@@ -100,6 +104,19 @@ def window_metrics(panes: dict[tuple[str, int], Pane], start_s: int, end_s: int,
                     "delay_avg_s": acc.delay_sum_s / acc.delay_n if acc.delay_n else None,
                     "delay_p99_s": percentile_from_histogram(acc.histogram, 0.99),
                     "delay_max_s": acc.delay_max_s,
+                    "clock_skew": acc.clock_skew,
                 }
             )
     return rows
+
+
+def interval_totals(panes: dict[tuple[str, int], Pane], start_s: int, end_s: int) -> dict[str, int]:
+    """The interval's counts (``COUNTS``, and the updates with clock skew), each update once: from
+    the panes that start inside ``[start_s, end_s)``."""
+    totals = {k: 0 for k in (*COUNTS, "clock_skew")}
+    for (_, pane_start), pane in panes.items():
+        if start_s <= pane_start < end_s:
+            for k in COUNTS:
+                totals[k] += pane.counts.get(k, 0)
+            totals["clock_skew"] += pane.clock_skew
+    return totals

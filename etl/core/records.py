@@ -15,7 +15,8 @@ run it in microseconds. The rules, in one place (docs/ingest.md repeats them for
 - A key (``source_id``, ``natural_key``) made only of whitespace or invisible characters (any
   Unicode space, tab, newline, NBSP, zero-width space/joiners, BOM, other format and control
   characters) is missing; a key containing a control character is bad.
-- Each line gets the first reason of ``REJECT_REASONS`` that applies.
+- Each line gets the first reason of ``REJECT_REASONS`` that applies, its key parts and its
+  attributes taken one at a time in declared order (the first bad attribute gives its reason).
 """
 
 from __future__ import annotations
@@ -47,10 +48,11 @@ REJECT_REASONS = (
     "bad_natural_key",  # a key column of the wrong type, or a control character in a text one
     "oversized_natural_key",  # a text key column longer than MAX_NATURAL_KEY_CHARS
     "bad_op",
+    # Before the sequence: an entity ordered by one of its attributes reads its sequence there.
+    "bad_attributes",  # ``attributes`` is not an object
     "bad_source_seq",  # the sequence column (source_seq, or the entity's) missing or not a sequence
     "bad_event_ts",
     "bad_arrival_ts",
-    "bad_attributes",  # ``attributes`` is not an object
     "bad_attribute_type",  # an attribute of the wrong JSON type (a non-numeric decimal, a date not YYYY-MM-DD)
     "bad_attribute_value",  # right type, value not storable: past its decimal(p,s) or 64 bits, a NUL
     "missing_reference",  # a fact's reference column missing, or not a valid key of its dimension
@@ -60,7 +62,8 @@ BOM = b"\xef\xbb\xbf"
 MAX_SOURCE_SEQ = 2**63 - 1
 MIN_INTEGER = -(2**63)
 _DIGITS = re.compile(r"[0-9]{1,19}")
-_INTEGER_TEXT = re.compile(r"-?[0-9]{1,19}")
+_INTEGER_TEXT = re.compile(r"-?[0-9]+")
+_INTEGER_DIGITS = 19  # no 64-bit integer has more (leading zeros aside)
 _DATE_TEXT = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 _DECIMAL_TEXT = re.compile(r"-?[0-9]+(\.[0-9]+)?")
 # C0 controls but tab, newline and carriage return, and DEL: not storable as text everywhere
@@ -268,7 +271,19 @@ def _decimal(value: Any, t: ColumnType, reason_type: str, reason_value: str) -> 
 
 
 def _integer(value: Any, reason_type: str, reason_value: str) -> int:
-    number = _number(value, _INTEGER_TEXT, int, reason_type)
+    """A 64-bit integer: a JSON integer, or its digits as text (leading zeros allowed). Digits past
+    64 bits are the value's fault however many there are (never given to ``int``, which refuses
+    thousands of digits)."""
+
+    def parse(v: int | str) -> int:
+        if isinstance(v, int):
+            return v
+        digits = v.lstrip("-").lstrip("0") or "0"
+        if len(digits) > _INTEGER_DIGITS:
+            raise Reject(reason_value)
+        return -int(digits) if v.startswith("-") else int(digits)
+
+    number = _number(value, _INTEGER_TEXT, parse, reason_type)
     if not MIN_INTEGER <= number <= MAX_SOURCE_SEQ:
         raise Reject(reason_value)
     return number
@@ -383,7 +398,7 @@ def _sequence(attributes: Any, column: Column | None, value: Any) -> int:
     microseconds since 1970)."""
     if column is None:
         return _source_seq(value)
-    raw = attributes.get(column.name) if isinstance(attributes, dict) else None
+    raw = attributes.get(column.name)
     if raw is None:
         raise Reject("bad_source_seq")
     if column.type.kind == "integer":
@@ -417,12 +432,12 @@ def check_record(rec: dict, path_source_id: str, sources: tuple[str, ...] = (), 
     attributes = rec.get("attributes")
     if attributes is None:
         attributes = {}
+    if not isinstance(attributes, dict):
+        raise Reject("bad_attributes")
     source_seq = _sequence(attributes, r.sequence, rec.get("source_seq"))
     event_ts = _timestamp(rec.get("event_ts"), "bad_event_ts")
     arrival = rec.get("arrival_ts")
     arrival_ts = None if arrival is None else _timestamp(arrival, "bad_arrival_ts")
-    if not isinstance(attributes, dict):
-        raise Reject("bad_attributes")
     typed = {}
     for name, check in r.attributes:
         value = attributes.get(name)

@@ -1,18 +1,22 @@
 """The project's own JSON lines as Debezium change events on Kafka topics: how the tests and the
 demo produce a CDC stream carrying exactly the changes a landing zone holds (docs/sources.md).
 
-Each valid line becomes the event a Debezium connector would write for it (the JSON converter,
-``schemas.enable=false``, ``decimal.handling.mode=string``): ``op`` ``c`` for a key's first change
-from its source (``r`` while ``snapshot`` says so), ``u`` after, ``d`` for a delete with the row in
-``before`` followed by a tombstone; values in Debezium's encodings (a date as days since 1970, a
-timestamp in the input's ``timestamp_unit``); ``source.ts_ms`` the change time and ``source.lsn``
-the line's ``source_seq``. The record's key is the row's key as JSON and its timestamp the line's
-arrival time, in milliseconds. Lines that are not valid are left out (they are the landing
+Each valid line becomes the event Debezium's Postgres connector would write for it (the JSON
+converter, ``schemas.enable=false``): ``op`` ``c`` for a key's first change from its source (``r``
+while ``snapshot`` says so), ``u`` after, ``d`` for a delete followed by a tombstone. As a
+connector writes it, a delete's ``before`` is the row as it was: the key's row as last produced
+(``REPLICA IDENTITY FULL``, the default here), or only its key (``DEFAULT``); the delete line's own
+attributes are not the source's. Values are in Debezium's encodings (a date as days since 1970, a
+timestamp in the input's ``timestamp_unit``, a decimal as its ``decimal_handling`` says);
+``source.ts_ms`` is the change time and ``source.lsn`` the line's ``source_seq`` (a delete's too:
+it is a new position in the log). The record's key is the row's key as JSON and its timestamp the
+line's arrival time, in milliseconds. Lines that are not valid are left out (they are the landing
 zone's, not the source's).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
@@ -25,6 +29,8 @@ from etl.core.records import Reject, check_line, parse_timestamp
 
 DEBEZIUM_VERSION = "2.7.3.Final"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# Postgres's REPLICA IDENTITY: what a delete's ``before`` holds, the whole row or only the key.
+REPLICA_IDENTITIES = ("full", "default")
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,19 @@ def millis(ts: datetime) -> int:
     return (ts - _EPOCH) // timedelta(milliseconds=1)
 
 
+def precise(value: Decimal, scale: int) -> str:
+    """Kafka Connect's Decimal as the JSON converter writes it (``decimal.handling.mode=precise``):
+    base64 of the unscaled value's minimal big-endian two's-complement bytes (Java's
+    ``BigInteger.toByteArray``)."""
+    sign, digits, exponent = value.as_tuple()
+    magnitude, shift = int("".join(map(str, digits)) or "0"), exponent + scale
+    # Exact at its scale (the line rules checked), so a negative shift only drops trailing zeros.
+    unscaled = magnitude * 10**shift if shift >= 0 else magnitude // 10**-shift
+    unscaled = -unscaled if sign else unscaled
+    size = (unscaled if unscaled >= 0 else ~unscaled).bit_length() // 8 + 1
+    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode("ascii")
+
+
 def _encoded(column: Column, value, spec: Input):
     if value is None:
         return None
@@ -47,18 +66,35 @@ def _encoded(column: Column, value, spec: Input):
     if kind == "date":
         return (date.fromisoformat(value) - date(1970, 1, 1)).days
     if kind == "timestamp":
-        us = int(parse_timestamp(value).timestamp() * 1_000_000) if isinstance(value, str) else value
-        return int(us / TIMESTAMP_UNITS[spec.timestamp_unit])
+        micros = (parse_timestamp(value) - _EPOCH) // timedelta(microseconds=1) if isinstance(value, str) else value
+        return micros * TIMESTAMP_UNITS[spec.timestamp_unit] // 1_000_000  # exact; ms: the sub-millisecond part dropped
     if kind == "decimal":
-        return str(value)
+        if spec.decimal_handling == "precise":
+            return precise(Decimal(str(value)), column.type.scale)
+        return float(Decimal(str(value))) if spec.decimal_handling == "double" else str(value)
     return value
 
 
-def change_event(line: dict, entity: Entity, spec: Input, op: str, snapshot: bool = False) -> dict:
-    """The Debezium envelope of one valid line (``op``: ``c``, ``u``, ``r`` or ``d``)."""
-    attributes = line.get("attributes") or {}
+def _row(line: dict, entity: Entity, spec: Input, key_only: bool = False) -> dict:
+    """A line's row as the connector writes ``after``/``before``: its fields through ``fields``."""
     row = {spec.field_of(c.name): _encoded(c, line.get(c.name), spec) for c in entity.key}
-    row.update({spec.field_of(c.name): _encoded(c, attributes.get(c.name), spec) for c in entity.attributes})
+    if not key_only:
+        attributes = line.get("attributes") or {}
+        row.update({spec.field_of(c.name): _encoded(c, attributes.get(c.name), spec) for c in entity.attributes})
+    return row
+
+
+def change_event(line: dict, entity: Entity, spec: Input, op: str, snapshot: bool = False,
+                 deleted: dict | None = None, replica_identity: str = "full") -> dict:
+    """The Debezium envelope of one valid line (``op``: ``c``, ``u``, ``r`` or ``d``). A delete's
+    ``before`` is ``deleted``'s row (the line the key's row was last produced from; default: the
+    delete line), whole or, under ``replica_identity="default"``, only its key."""
+    if replica_identity not in REPLICA_IDENTITIES:
+        raise ValueError(f"replica_identity {replica_identity!r} must be one of {', '.join(REPLICA_IDENTITIES)}")
+    if op == "d":
+        row = _row(deleted or line, entity, spec, key_only=replica_identity == "default")
+    else:
+        row = _row(line, entity, spec)
     source = {
         "version": DEBEZIUM_VERSION, "connector": "postgresql", "name": line["source_id"],
         "ts_ms": millis(parse_timestamp(line["event_ts"])), "snapshot": "true" if snapshot else "false",
@@ -80,11 +116,12 @@ def _json(value) -> bytes:
     return json.dumps(value, sort_keys=True, default=lambda v: str(v) if isinstance(v, Decimal) else v).encode()
 
 
-def records_of(lines: Iterable[tuple[str, bytes]], entity: Entity, snapshot_lines: int = 0) -> Iterator[KafkaRecord]:
-    """Kafka records for ``(source, line)`` pairs in arrival order, to the topics of the entity's
-    Kafka inputs (the first topic of each source). A key's first change is a snapshot read while
-    it is among the first ``snapshot_lines`` of its source's lines."""
+def _changes(lines: Iterable[tuple[str, bytes]], entity: Entity, snapshot_lines: int = 0) -> Iterator[tuple]:
+    """``(source, raw, spec, update, line, op, deleted)`` for each valid line of a Kafka input, in
+    the given order. ``deleted``, for a delete, is the line the key's row was last produced from
+    (the delete line itself when none was: the row predates the lines)."""
     seen: set[tuple[str, str]] = set()
+    last_row: dict[tuple[str, str], dict] = {}
     counts: dict[str, int] = {}
     for source, raw in lines:
         spec = entity.input_of(source)
@@ -94,22 +131,44 @@ def records_of(lines: Iterable[tuple[str, bytes]], entity: Entity, snapshot_line
             update = check_line(raw, source, 1 << 20, (), entity)
         except Reject:
             continue
-        line = json.loads(raw)
+        line = json.loads(raw, parse_float=Decimal)
+        key = (source, update.natural_key)
         counts[source] = counts.get(source, 0) + 1
-        first = (source, update.natural_key) not in seen
-        seen.add((source, update.natural_key))
+        first = key not in seen
+        seen.add(key)
+        deleted = None
         if update.op == "delete":
-            op = "d"
-        elif first:
-            op = "r" if counts[source] <= snapshot_lines else "c"
+            op, deleted = "d", last_row.get(key, line)
         else:
-            op = "u"
-        event = change_event(line, entity, spec, op, snapshot=op == "r")
-        key = _json({spec.field_of(c.name): _encoded(c, line.get(c.name), spec) for c in entity.key})
+            op = ("r" if counts[source] <= snapshot_lines else "c") if first else "u"
+            last_row[key] = line
+        yield source, raw, spec, update, line, op, deleted
+
+
+def records_of(lines: Iterable[tuple[str, bytes]], entity: Entity, snapshot_lines: int = 0,
+               replica_identity: str = "full") -> Iterator[KafkaRecord]:
+    """Kafka records for ``(source, line)`` pairs in arrival order, to the topics of the entity's
+    Kafka inputs (the first topic of each source). A key's first change is a snapshot read while
+    it is among the first ``snapshot_lines`` of its source's lines; a delete's ``before`` is the
+    key's row as last produced (``replica_identity="default"``: only its key)."""
+    for _, _, spec, update, line, op, deleted in _changes(lines, entity, snapshot_lines):
+        event = change_event(line, entity, spec, op, snapshot=op == "r", deleted=deleted, replica_identity=replica_identity)
+        key = _json(_row(line, entity, spec, key_only=True))
         at = millis(update.arrival_ts) if update.arrival_ts else event["ts_ms"]
         yield KafkaRecord(spec.topics[0], key, _json(event), at)
         if op == "d":
             yield KafkaRecord(spec.topics[0], key, None, at)
+
+
+def deletes_as_produced(lines: Iterable[tuple[str, bytes]], entity: Entity) -> dict[tuple[str, bytes], bytes]:
+    """Each delete line of a Kafka input -> the same line with the attributes its event's
+    ``before`` carries (``records_of`` under REPLICA IDENTITY FULL): the landing-file twin of the
+    produced events, for a test that compares the two ways in."""
+    out = {}
+    for source, raw, _, _, line, op, deleted in _changes(lines, entity):
+        if op == "d":
+            out[(source, raw)] = _json(dict(line, attributes=deleted.get("attributes") or {}))
+    return out
 
 
 def landing_lines(landing_root: Path) -> list[tuple[str, bytes]]:

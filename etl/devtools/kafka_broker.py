@@ -81,12 +81,32 @@ class BrokerProcess:
             return
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            try:
-                os.killpg(self.pid, 0)
-            except ProcessLookupError:
+            if not self.alive():
                 return
             time.sleep(0.2)
-        os.killpg(self.pid, signal.SIGKILL)
+        self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL to the whole group, as a lost machine: nothing flushed."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        while self.alive():
+            time.sleep(0.1)
+
+    def alive(self) -> bool:
+        """Whether the broker still runs (a dead child started by this process is reaped first)."""
+        try:
+            if os.waitpid(self.pid, os.WNOHANG)[0] == self.pid:
+                return False
+        except ChildProcessError:
+            pass  # not this process's child
+        try:
+            os.killpg(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
 
 
 def _properties(data_dir: Path, port: int, controller_port: int) -> str:
@@ -160,6 +180,87 @@ def stop(data_dir: Path) -> bool:
     BrokerProcess(old["pid"], old["port"], Path(data_dir)).stop()
     state.unlink()
     return True
+
+
+# --------------------------------------------------------------------------- what an operator or a producer does
+# Through the Kafka client in Spark's JVM (py4j), as the tests drive the broker: the same client
+# the ETL reads with, so nothing else is installed.
+
+
+def _client_properties(spark, bootstrap: str, extra: dict[str, str] | None = None):
+    p = spark.sparkContext._jvm.java.util.Properties()
+    for k, v in {"bootstrap.servers": bootstrap, **(extra or {})}.items():
+        p.put(k, v)
+    return p
+
+
+def _admin_call(spark, bootstrap: str, call) -> None:
+    admin = spark.sparkContext._jvm.org.apache.kafka.clients.admin.Admin.create(_client_properties(spark, bootstrap))
+    try:
+        call(admin, spark.sparkContext._jvm)
+    finally:
+        admin.close()
+
+
+def add_partitions(spark, bootstrap: str, topic: str, total: int) -> None:
+    """Grow ``topic`` to ``total`` partitions (``kafka-topics --alter --partitions``)."""
+    def call(admin, jvm):
+        wanted = jvm.java.util.HashMap()
+        wanted.put(topic, jvm.org.apache.kafka.clients.admin.NewPartitions.increaseTo(total))
+        admin.createPartitions(wanted).all().get()
+    _admin_call(spark, bootstrap, call)
+
+
+_DELETE_RECORDS = """
+import java.util.*;
+import org.apache.kafka.clients.admin.*;
+import org.apache.kafka.common.TopicPartition;
+public class DeleteRecords {
+    public static void main(String[] a) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", a[0]);
+        try (Admin admin = Admin.create(p)) {
+            admin.deleteRecords(Map.of(new TopicPartition(a[1], Integer.parseInt(a[2])),
+                                       RecordsToDelete.beforeOffset(Long.parseLong(a[3])))).all().get();
+        }
+    }
+}
+"""
+
+
+def delete_records(bootstrap: str, topic: str, partition: int, before: int, version: str = KAFKA_VERSION,
+                   cache: Path = DEFAULT_CACHE) -> None:
+    """Delete the partition's records before offset ``before``, as retention does: Kafka's Admin
+    API from a JVM of its own, as an operator's tool calls it (py4j cannot pick
+    ``RecordsToDelete.beforeOffset(long)`` reliably)."""
+    source = cache / "DeleteRecords.java"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    if not source.exists() or source.read_text() != _DELETE_RECORDS:
+        source.write_text(_DELETE_RECORDS)
+    run = subprocess.run(["java", "-cp", str(kafka_jars(version, cache) / "*"), str(source), bootstrap, topic,
+                          str(partition), str(before)], capture_output=True, text=True, timeout=120)
+    if run.returncode != 0:
+        raise RuntimeError(f"deleting records of {topic}:{partition} before {before} failed: {run.stderr[-2000:]}")
+
+
+def send(spark, bootstrap: str, records) -> int:
+    """Produce ``(topic, partition or None, timestamp_ms, key bytes or None, value bytes or None)``
+    records, each with its own timestamp (a producer's clock, late or not); None partition: by key."""
+    jvm = spark.sparkContext._jvm
+    ser = "org.apache.kafka.common.serialization.ByteArraySerializer"
+    producer = jvm.org.apache.kafka.clients.producer.KafkaProducer(_client_properties(
+        spark, bootstrap, {"acks": "all", "enable.idempotence": "true", "key.serializer": ser, "value.serializer": ser}))
+    n = 0
+    try:
+        for topic, partition, ts, key, value in records:
+            producer.send(jvm.org.apache.kafka.clients.producer.ProducerRecord(
+                topic, None if partition is None else jvm.java.lang.Integer(partition), jvm.java.lang.Long(ts),
+                None if key is None else bytearray(key), None if value is None else bytearray(value)))
+            n += 1
+        producer.flush()
+    finally:
+        producer.close()
+    return n
 
 
 def main(argv: list[str] | None = None) -> int:

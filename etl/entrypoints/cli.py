@@ -298,6 +298,7 @@ def exit_code_of(exc: BaseException) -> tuple[int | None, str]:
     """The documented exit code and message of an error, or (None, ...) for a bug (exit 1, trace)."""
     import errno
 
+    from etl.io.kafka import KafkaUnavailable
     from etl.io.landing import LandingError
     from etl.io.lock import WarehouseLocked
     from etl.io.runs import LandingChanged, OverlappingRunError
@@ -309,6 +310,8 @@ def exit_code_of(exc: BaseException) -> tuple[int | None, str]:
         return EXIT_CONFIG, f"error: {exc}"
     if isinstance(exc, (WarehouseLocked, MaintenanceBlocked)):
         return EXIT_LOCKED, f"error: {exc}"
+    if isinstance(exc, KafkaUnavailable):  # retry later: nothing was written, a retry reads what this run would have
+        return EXIT_LOCKED, f"error: {exc}; retry when the cluster answers"
     if isinstance(exc, ValidationFailed):
         return EXIT_VALIDATION, str(exc)
     if isinstance(exc, RejectionCeilingExceeded):
@@ -408,14 +411,17 @@ def _stream(spark, cfg: EtlConfig, args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace, cfg: EtlConfig) -> int:
     from etl.core.interval import parse_ts
+    from etl.core.model import check_source_names
     from etl.generator import StreamSpec, generate_stream, spec_dict
 
     try:
+        given = tuple(x.strip() for x in args.sources.split(",") if x.strip())
+        check_source_names("--sources", given)
         p, q, r, s = (float(x) for x in args.pqrs.split(","))
         spec = StreamSpec(
             start=parse_ts(args.start),
             duration_s=args.duration,
-            sources=tuple(x.strip() for x in args.sources.split(",") if x.strip()) or cfg.sources or ("crm", "web"),
+            sources=given or cfg.sources or ("crm", "web"),
             rate=args.rate,
             key_domain=args.key_domain,
             new_key_share=args.new_key_share,

@@ -11,19 +11,22 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from pyspark.sql import DataFrame
 
+from etl.core import properties
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.interval import Interval
 from etl.core.model import Input
-from etl.core.offsets import PREFIX, OffsetRange, Recorded, plan
+from etl.core.offsets import PREFIX, OffsetRange, OffsetsWentBack, PartitionNow, Recorded, absent_name, plan_topic
 from etl.io.landing import Skipped
+from etl.io.runs import LandingChanged
 from etl.io.tables import read
 
 log = logging.getLogger(__name__)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 class KafkaUnavailable(RuntimeError):
@@ -31,17 +34,10 @@ class KafkaUnavailable(RuntimeError):
 
 
 def read_properties(path: Path) -> dict[str, str]:
-    """A Java properties file's ``key=value`` (or ``key: value``) lines; ``#`` and ``!`` comments."""
-    out = {}
-    for raw in path.read_text().splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#!":
-            continue
-        sep = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
-        if sep < 0:
-            raise ConfigError(f"{path}: {raw!r} is not key=value")
-        out[line[:sep].strip()] = line[sep + 1:].strip()
-    return out
+    """The client properties of a Java properties file, read (as UTF-8) as Java's
+    ``Properties.load`` reads it: ``etl.core.properties``. Its errors (a ``ConfigError``) name
+    the file and line, never a value: the file holds passwords and the task log is widely read."""
+    return properties.read(path)
 
 
 def client_properties(cfg: EtlConfig) -> dict[str, str]:
@@ -60,6 +56,20 @@ def client_properties(cfg: EtlConfig) -> dict[str, str]:
     return props
 
 
+def client_cause(exc: BaseException) -> str:
+    """The Kafka client's own words for a failed call (its Java exception and causes), not py4j's
+    "An error occurred while calling o153.listTopics"."""
+    java = getattr(exc, "java_exception", None)
+    if java is None:
+        text = str(exc).strip()
+        return text.splitlines()[0][:300] if text else type(exc).__name__
+    causes = []
+    while java is not None and len(causes) < 4:
+        causes.append(str(java.toString()))
+        java = java.getCause()
+    return "; caused by ".join(dict.fromkeys(causes))[:500]
+
+
 class Broker:
     """Offsets of a cluster's partitions, asked by a consumer in the driver's JVM."""
 
@@ -71,11 +81,15 @@ class Broker:
                      "value.deserializer": "org.apache.kafka.common.serialization.ByteArrayDeserializer"}.items():
             p.put(k, v)
         p.putIfAbsent("default.api.timeout.ms", "30000")
-        self.servers = props.get("bootstrap.servers")
+        self.servers, self.props = props.get("bootstrap.servers"), props
         try:
             self.consumer = self.jvm.org.apache.kafka.clients.consumer.KafkaConsumer(p)
-        except Exception as exc:  # py4j wraps the client's own message
-            raise KafkaUnavailable(f"cannot create a Kafka client for {self.servers}: {exc}") from None
+        except Exception as exc:
+            cause = properties.redact(client_cause(exc), props)  # a JAAS parse error may quote the config
+            if "ConfigException" in cause:
+                raise ConfigError(f"the Kafka client refused its settings ('kafka_bootstrap_servers', "
+                                  f"'kafka_properties_file'): {cause}") from None
+            raise KafkaUnavailable(f"cannot create a Kafka client for {self.servers}: {cause}") from None
 
     def __enter__(self) -> "Broker":
         return self
@@ -87,15 +101,13 @@ class Broker:
         try:
             return fn()
         except Exception as exc:
-            text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise KafkaUnavailable(f"Kafka at {self.servers}: {what} failed: {text}") from None
+            raise KafkaUnavailable(f"Kafka at {self.servers}: {what} failed: "
+                                   f"{properties.redact(client_cause(exc), self.props)}") from None
 
-    def partitions(self, topic: str) -> list[int]:
-        """The topic's partitions; none when it does not exist (yet)."""
-        infos = self._call(f"listing topic {topic!r}", lambda: self.consumer.listTopics())
-        if not infos.containsKey(topic):
-            return []
-        return sorted(int(i.partition()) for i in infos.get(topic))
+    def topics(self) -> dict[str, list[int]]:
+        """Every topic the client may see, with its partitions."""
+        infos = self._call("listing topics", lambda: self.consumer.listTopics())
+        return {str(t): sorted(int(i.partition()) for i in infos.get(t)) for t in infos.keySet()}
 
     def _tps(self, topic: str, partitions: list[int]):
         return {p: self.jvm.org.apache.kafka.common.TopicPartition(topic, p) for p in partitions}
@@ -105,7 +117,7 @@ class Broker:
         tps = self._tps(topic, partitions)
         query = self.jvm.java.util.HashMap()
         for tp in tps.values():
-            query.put(tp, self.jvm.java.lang.Long(int(t.timestamp() * 1000)))
+            query.put(tp, self.jvm.java.lang.Long((_utc(t) - _EPOCH) // timedelta(milliseconds=1)))
         found = self._call(f"offsetsForTimes of {topic!r}", lambda: self.consumer.offsetsForTimes(query))
         out = {}
         for p, tp in tps.items():
@@ -113,13 +125,21 @@ class Broker:
             out[p] = None if at is None else int(at.offset())
         return out
 
-    def end_offsets(self, topic: str, partitions: list[int]) -> dict[int, int]:
+    def _offsets(self, what: str, topic: str, partitions: list[int]) -> dict[int, int]:
         tps = self._tps(topic, partitions)
         wanted = self.jvm.java.util.ArrayList()
         for tp in tps.values():
             wanted.add(tp)
-        ends = self._call(f"endOffsets of {topic!r}", lambda: self.consumer.endOffsets(wanted))
-        return {p: int(ends.get(tp)) for p, tp in tps.items()}
+        method = getattr(self.consumer, what)
+        found = self._call(f"{what} of {topic!r}", lambda: method(wanted))
+        return {p: int(found.get(tp)) for p, tp in tps.items()}
+
+    def end_offsets(self, topic: str, partitions: list[int]) -> dict[int, int]:
+        return self._offsets("endOffsets", topic, partitions)
+
+    def beginning_offsets(self, topic: str, partitions: list[int]) -> dict[int, int]:
+        """Per partition its log start offset: the records before it were deleted."""
+        return self._offsets("beginningOffsets", topic, partitions)
 
 
 def read_ranges(spark, props: dict[str, str], ranges: list[OffsetRange]) -> DataFrame | None:
@@ -139,7 +159,10 @@ def read_ranges(spark, props: dict[str, str], ranges: list[OffsetRange]) -> Data
               .option("assign", json.dumps(assign))
               .option("startingOffsets", json.dumps(starting))
               .option("endingOffsets", json.dumps(ending))
-              .option("failOnDataLoss", "true"))
+              .option("failOnDataLoss", "true")
+              # A broker that stops answering fails the read within the client's own API timeout,
+              # not Spark's default two minutes.
+              .option("kafkaConsumer.pollTimeoutMs", props.get("default.api.timeout.ms", "30000")))
     for key, value in props.items():
         reader = reader.option(f"kafka.{key}", value)
     return reader.load().select("topic", "partition", "offset", "timestamp", "value")
@@ -147,10 +170,13 @@ def read_ranges(spark, props: dict[str, str], ranges: list[OffsetRange]) -> Data
 
 @dataclass
 class KafkaPlan:
-    """The ranges a piece ``[a, b)`` of a run reads: recorded ones reused (``recorded``: their
-    fingerprints, checked on reading), new ones planned."""
+    """What a piece ``[a, b)`` of a run reads: per topic its ranges (recorded ones reused, with
+    their fingerprints in ``recorded``, checked on reading), the topics recorded as absent, and
+    what it leaves unread (``skipped``: offsets deleted before any run read them, partitions that
+    appeared after the piece was decided)."""
 
     ranges: list[tuple[Input, OffsetRange]] = field(default_factory=list)
+    absent: list[tuple[Input, str]] = field(default_factory=list)  # (input, landed_files name)
     recorded: dict[str, tuple[int, str]] = field(default_factory=dict)  # name -> (bytes, sha256)
     skipped: list[Skipped] = field(default_factory=list)
 
@@ -159,9 +185,20 @@ def _utc(ts: datetime) -> datetime:
     return ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
 
 
-def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datetime) -> KafkaPlan:
-    """Per partition of the entity's topics, the range of ``[a, b)``: the run's own recorded ranges
-    of those minutes again, else a new one between its neighbours (``etl.core.offsets.plan``)."""
+def check_broker(spark, cfg: EtlConfig) -> None:
+    """The entity's Kafka settings and its cluster, checked before a run writes anything:
+    ``ConfigError`` for the settings, ``KafkaUnavailable`` (with the client's own cause) when
+    the brokers do not answer."""
+    if not cfg.entity_model.kafka_inputs:
+        return
+    with Broker(spark, client_properties(cfg)) as broker:
+        broker.topics()
+
+
+def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datetime, decided: bool = False) -> KafkaPlan:
+    """Per topic of the entity's Kafka inputs, what the piece ``[a, b)`` of ``interval`` reads
+    (``etl.core.offsets``): its recorded ranges again when it was ingested before (or when
+    ``decided``: the run has loaded), else new ranges between their recorded neighbours."""
     out = KafkaPlan()
     entity = cfg.entity_model
     if not entity.kafka_inputs:
@@ -170,25 +207,80 @@ def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datet
             .select("run_key", "arrival_minute", "file_name", "bytes", "sha256").collect())
     own, others = [], []
     for r in rows:
-        minute, rng = _utc(r.arrival_minute), OffsetRange.parse(r.file_name)
-        if r.run_key == interval.run_key and a <= minute < b:
-            own.append(rng)
-            out.recorded[rng.name] = (r.bytes, r.sha256)
+        rec = Recorded.parse(_utc(r.arrival_minute), r.file_name)
+        if rec is None:
+            continue
+        if r.run_key == interval.run_key and a <= rec.piece_start < b:
+            own.append(rec)
+            out.recorded[rec.name] = (r.bytes, r.sha256)
         else:
-            others.append(Recorded(minute, rng))
+            others.append(rec)
+    decided = decided or bool(own)
     with Broker(spark, client_properties(cfg)) as broker:
+        names = broker.topics()
         for spec in entity.kafka_inputs:
+            read_before = any(r.topic in spec.topics and r.piece_start < a for r in others)
             for topic in spec.topics:
-                reused = [r for r in own if r.topic == topic]
-                out.ranges += [(spec, r) for r in reused]
-                partitions = [p for p in broker.partitions(topic) if p not in {r.partition for r in reused}]
-                if not partitions:
-                    if not reused:
-                        out.skipped.append(Skipped(f"{PREFIX}{topic}", "topic does not exist (yet): nothing read"))
-                    continue
-                at_a = broker.offsets_at(topic, partitions, a)
-                at_b = broker.offsets_at(topic, partitions, b)
-                ends = broker.end_offsets(topic, partitions)
-                for p in partitions:
-                    out.ranges.append((spec, plan(topic, p, a, others, at_a[p], at_b[p], ends[p])))
+                mine = [r for r in own if r.topic == topic]
+                partitions = None
+                if topic in names:
+                    ps = names[topic]
+                    begins = broker.beginning_offsets(topic, ps)
+                    ends = broker.end_offsets(topic, ps)
+                    at_a = at_b = {}
+                    if not decided:
+                        at_a, at_b = broker.offsets_at(topic, ps, a), broker.offsets_at(topic, ps, b)
+                    partitions = {p: PartitionNow(begins[p], ends[p], at_a.get(p), at_b.get(p)) for p in ps}
+                try:
+                    piece = plan_topic(topic, a, mine, others, partitions, read_before, decided)
+                except OffsetsWentBack as exc:
+                    raise LandingChanged(f"run {interval.run_key}: {exc}; the ranges recorded before no longer name "
+                                         f"its records (docs/sources.md, 'Kafka topics')") from None
+                if decided:
+                    _check_still_held(interval, piece.ranges, partitions or {})
+                out.ranges += [(spec, r) for r in piece.ranges]
+                if piece.absent:
+                    out.absent.append((spec, absent_name(topic)))
+                    if not decided:
+                        out.skipped.append(Skipped(absent_name(topic), "topic does not exist (yet): read from its "
+                                                                       "beginning by the first piece after it does"))
+                for s in piece.skips:
+                    out.skipped.append(Skipped(s.name, f"{s.end - s.start} records {s.why}: lost"))
+                for name in piece.left:
+                    out.skipped.append(Skipped(name, f"not read by run {interval.run_key}, decided before it appeared: "
+                                                     f"read by the next run"))
     return out
+
+
+def _check_still_held(interval: Interval, ranges: list[OffsetRange], partitions: dict[int, PartitionNow]) -> None:
+    """A recorded range is read again as it was, so the broker must still hold all of it."""
+    gone = [r.name for r in ranges if r.records and (r.partition not in partitions or partitions[r.partition].begin > r.start
+                                                      or partitions[r.partition].end < r.end)]
+    if gone:
+        raise LandingChanged(
+            f"Kafka ranges of run {interval.run_key} are no longer held whole by the broker (records deleted by "
+            f"retention, or the topic deleted or recreated): {', '.join(gone)}; the run read them once and cannot "
+            f"read them again (docs/sources.md, 'Retention')")
+
+
+def read_failure(exc: BaseException, ranges: list[OffsetRange], run_key: str) -> Exception | None:
+    """What a failed read of Kafka ranges means for a user (``None``: not Kafka's failure): records
+    deleted between planning and reading (``LandingChanged``), or a broker that stopped answering
+    (``KafkaUnavailable``, with the client's own cause)."""
+    text = "\n".join(str(e) for e in _chain(exc))
+    if "failOnDataLoss" in text or "KAFKA_DATA_LOSS" in text:
+        return LandingChanged(f"Kafka ranges of run {run_key} are no longer held whole by the broker (records deleted "
+                              f"by retention, or the topic deleted or recreated): {', '.join(r.name for r in ranges)}")
+    cause = next((line.strip() for line in text.splitlines()
+                  if "org.apache.kafka" in line or "Failed to get records" in line), None)
+    if cause is None:
+        return None
+    return KafkaUnavailable(f"Kafka stopped answering while ranges of run {run_key} were read: {cause[:300]}")
+
+
+def _chain(exc: BaseException):
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        exc = exc.__cause__ or exc.__context__

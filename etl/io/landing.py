@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from etl.core.model import shown, source_name_problem
+
 LANDING_NAME = re.compile(r"updates-(\d{8}T\d{4})\.jsonl")  # the whole name (fullmatch)
 MINUTE_FORMAT = "%Y%m%dT%H%M"
 SOURCE_PREFIX = "source_id="
@@ -54,7 +56,11 @@ class LandingScan:
 
 
 def landing_file(landing_root: Path, source_id: str, minute: datetime) -> Path:
-    """Where the landing agent puts one source's arrivals of one minute."""
+    """Where the landing agent puts one source's arrivals of one minute; ``ValueError`` for a
+    source name that is not one folder name (it would point outside the landing zone)."""
+    problem = source_name_problem(source_id)
+    if problem:
+        raise ValueError(f"source {shown(source_id)} {problem}")
     m = minute.astimezone(timezone.utc)
     return (
         Path(landing_root)

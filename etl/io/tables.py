@@ -102,7 +102,10 @@ def read(spark, cfg: EtlConfig, name: str):
         df = df.select(*beside, F.explode(view.explode).alias("_element")).select(*beside, "_element.*")
     df = df.select(columns)
     if view.older_rows_kept_apart and DeltaTable.isDeltaTable(spark, cfg.table_path(name)):
-        df = df.unionByName(spark.read.format("delta").load(cfg.table_path(name)).select(columns))
+        older = spark.read.format("delta").load(cfg.table_path(name))
+        # A column added to the view since that table's last write (join_metrics' clock_skew) is null there.
+        df = df.unionByName(older.select([F.col(f.name).cast(f.dataType) if f.name in older.columns
+                                          else F.lit(None).cast(f.dataType).alias(f.name) for f in view.schema.fields]))
     return df
 
 

@@ -7,16 +7,19 @@ it (``updated_batch_seq``), so recovery may apply a logged batch again."""
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime, timezone
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
+from etl.core.delays import Arrivals
 from etl.core.model import Entity
 from etl.io.spark import sql_settings
 from etl.io.tables import conform, schema_of
 from etl.load.results import OUTCOME_COUNTS
+from etl.transforms.delays import arrival_aggregates
 from etl.transforms.history import CLOSE, VERSION
 from warehouse.schemas import DEFAULT_ENTITY
 
@@ -122,9 +125,10 @@ def delta_table(spark, cfg: EtlConfig, name: str) -> DeltaTable:
     return DeltaTable.forPath(spark, cfg.table_path(name))
 
 
-def summarise_outcomes(outcomes: DataFrame, segment_of=None) -> dict:
+def summarise_outcomes(outcomes: DataFrame, segment_of=None, cut_s: float | None = None) -> dict:
     """One pass over a logged batch: its size, outcome counts, the first key it allocated (what
-    recovery needs), the arrival times its delays are measured from, and, given the layout's
+    recovery needs), given ``cut_s`` (epoch seconds, at or before its commit) the arrival times
+    its delays are measured from (``arrivals``: ``etl.core.delays``), and, given the layout's
     ``segment_of``, the ``key_map`` segments its keys live in (``segments``) and the keys it
     inserts per segment (``new_keys``)."""
     segment = segment_of(F.col("source_id"), F.col("natural_key")) if segment_of else None
@@ -136,16 +140,32 @@ def summarise_outcomes(outcomes: DataFrame, segment_of=None) -> dict:
         F.count(F.lit(1)).alias("n"),
         *[F.sum((F.col("outcome") == k).cast("long")).alias(k) for k in OUTCOME_COUNTS],
         F.min(F.when(F.col("outcome") == "new", F.col("surrogate_key"))).alias("min_new_key"),
-        F.avg(F.unix_micros("arrival_ts")).alias("avg_arrival_us"),
-        F.percentile_approx(F.unix_micros("arrival_ts"), F.lit(0.01), F.lit(10000)).alias("p01_arrival_us"),
+        *(arrival_aggregates(_instant(cut_s)) if cut_s is not None else []),
         *segments,
     ).first()
     return {
         "n": int(row["n"]),
         "counts": {k: int(row[k] or 0) for k in OUTCOME_COUNTS},
         "min_new_key": row["min_new_key"],
-        "avg_arrival_s": row["avg_arrival_us"] / 1e6 if row["avg_arrival_us"] is not None else None,
-        "p01_arrival_s": row["p01_arrival_us"] / 1e6 if row["p01_arrival_us"] is not None else None,
+        "arrivals": _arrivals(row, cut_s) if cut_s is not None else None,
         "segments": sorted(int(s) for s in row["segments"]) if segment_of else None,
         "new_keys": dict(Counter(int(s) for s in row["new_in"])) if segment_of else None,
     }
+
+
+def arrivals_at(outcomes: DataFrame, committed_s: float) -> Arrivals:
+    """The batch's arrivals split at its commit itself: a second pass, for the rare batch whose
+    summary's split is not that (``Arrivals.split_as_at``)."""
+    return _arrivals(outcomes.agg(*arrival_aggregates(_instant(committed_s))).first(), committed_s)
+
+
+def _instant(epoch_s: float):
+    return F.lit(datetime.fromtimestamp(epoch_s, tz=timezone.utc))
+
+
+def _arrivals(row, cut_s: float) -> Arrivals:
+    def seconds(us):
+        return us / 1e6 if us is not None else None
+
+    return Arrivals(cut_s, int(row["arrivals_by_cut"]), seconds(row["avg_arrival_us"]), seconds(row["p01_arrival_us"]),
+                    int(row["arrivals_after_cut"]), seconds(row["first_after_cut_us"]))

@@ -78,6 +78,7 @@ class Ledger:
             "disk_cycle": stats.disk_cycle,
             "delay_avg_s": step.delay_avg_s,
             "delay_p99_s": step.delay_p99_s,
+            "clock_skew": step.clock_skew,
             "batch_started_at": datetime.fromtimestamp(step.started, tz=timezone.utc),
             "duration_s": step.committed - step.started,
         }

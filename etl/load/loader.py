@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 
 from etl.core import registry
 from etl.core.config import ConfigError, EtlConfig
+from etl.core.delays import batch_delays
 from etl.core.faults import crash_point
 from etl.core.interval import Interval
 from etl.core.policy import load_batches, plan_lookahead
@@ -38,7 +39,7 @@ from etl.io.lock import LoadLock, WarehouseLocked
 from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, run_owner
 from etl.io.spark import sql_settings
 from etl.io.tables import ensure_tables, read, settle_deletion_vectors
-from etl.load.apply import delta_table, merge_current, merge_history, merge_key_map, summarise_outcomes
+from etl.load.apply import arrivals_at, delta_table, merge_current, merge_history, merge_key_map, summarise_outcomes
 from etl.load.ledger import Ledger
 from etl.load.references import References
 from etl.load.results import (
@@ -158,7 +159,8 @@ class Loader:
                 logged.unpersist()
             results.append(BatchResult(last["run_key"], last["batch_index"], last["batch_seq"], last["updates_in"],
                                        {k: last[k] or 0 for k in OUTCOME_COUNTS}, last["keys_allocated"],
-                                       last["delay_avg_s"], last["delay_p99_s"], last["duration_s"] or 0.0, recovered=True))
+                                       last["delay_avg_s"], last["delay_p99_s"], last["duration_s"] or 0.0, recovered=True,
+                                       clock_skew=last.get("clock_skew") or 0))
         return results
 
     def _applied(self, last: dict) -> bool:
@@ -333,13 +335,18 @@ class Loader:
     def _log(self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int, decided):
         """The batch's write-ahead commit: its ledger row with its counts, delays and outcomes."""
         with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
-            summary = summarise_outcomes(decided, self.segment_of)
+            # The delays are measured to the commit, known only after the pass that computes the
+            # batch: that pass splits the arrivals at its own start (etl.core.delays.Arrivals).
+            summary = summarise_outcomes(decided, self.segment_of, cut_s=time.time())
             logged = time.time()
+            arrivals = summary["arrivals"]
+            if not arrivals.split_as_at(logged):
+                arrivals = arrivals_at(decided, logged)
+            delays = batch_delays(logged, arrivals)
             step = Step(
                 run_key, batch_index, batch_seq, self.strategy.name, started, logged, next_key,
                 updates_in=summary["n"], counts=summary["counts"],
-                delay_avg_s=logged - summary["avg_arrival_s"] if summary["avg_arrival_s"] is not None else None,
-                delay_p99_s=logged - summary["p01_arrival_s"] if summary["p01_arrival_s"] is not None else None,
+                delay_avg_s=delays.avg_s, delay_p99_s=delays.p99_s, clock_skew=delays.clock_skew,
             )
             self.ledger.record(step, self.strategy.stats(), outcomes=decided)
         return step, logged, summary

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from etl.core.delays import Delays, run_delays
+
 OUTCOME_COUNTS = ("matched", "new", "duplicate", "stale")
 FLUSH_STEP = -1  # batch_index of the release made by flush() at the end of a run
 # batch_seq of a step that released nothing: it is recorded in the ledger (the step is done) but is
@@ -20,13 +22,18 @@ class BatchResult:
     updates_in: int
     counts: dict
     keys_allocated: int
-    delay_avg_s: float | None
+    delay_avg_s: float | None  # over the updates but the clock_skew ones (etl.core.delays)
     delay_p99_s: float | None
     duration_s: float  # from the step's start to its write-ahead commit
     recovered: bool = False
     # From the write-ahead commit to the end of both MERGEs: the delays above are measured to the
     # commit (the batch is decided and durable); readers of the tables see it this much later.
     applied_s: float | None = None
+    clock_skew: int = 0  # updates that arrived after the commit: no delay, left out of the delays
+
+    @property
+    def delays(self) -> Delays:
+        return Delays(self.delay_avg_s, self.delay_p99_s, self.updates_in - self.clock_skew, self.clock_skew)
 
 
 @dataclass
@@ -49,8 +56,7 @@ class LoadResult:
         return total
 
     def summary(self) -> dict:
-        delays = [(b.delay_avg_s, b.updates_in) for b in self.batches if b.delay_avg_s is not None]
-        weight = sum(n for _, n in delays)
+        delays = run_delays(b.delays for b in self.batches)
         return {
             "run_key": self.run_key,
             "strategy": self.strategy,
@@ -62,8 +68,9 @@ class LoadResult:
             "keys_allocated": sum(b.keys_allocated for b in self.batches),
             **({"inferred_members": dict(self.inferred_members), "reference_lookups": dict(self.reference_lookups)}
                if self.inferred_members else {}),
-            "delay_avg_s": (sum(d * n for d, n in delays) / weight) if weight else None,
-            "delay_p99_s": max((b.delay_p99_s for b in self.batches if b.delay_p99_s is not None), default=None),
+            "delay_avg_s": delays.avg_s,
+            "delay_p99_s": delays.p99_s,
+            "clock_skew": delays.clock_skew,
             "batches": [asdict(b) for b in self.batches],
         }
 
@@ -83,6 +90,7 @@ class Step:
     counts: dict = field(default_factory=lambda: {k: 0 for k in OUTCOME_COUNTS})
     delay_avg_s: float | None = None
     delay_p99_s: float | None = None
+    clock_skew: int = 0
 
     @property
     def keys_allocated(self) -> int:
@@ -90,4 +98,5 @@ class Step:
 
     def result(self) -> BatchResult:
         return BatchResult(self.run_key, self.batch_index, self.batch_seq, self.updates_in, self.counts,
-                           self.keys_allocated, self.delay_avg_s, self.delay_p99_s, self.committed - self.started)
+                           self.keys_allocated, self.delay_avg_s, self.delay_p99_s, self.committed - self.started,
+                           clock_skew=self.clock_skew)

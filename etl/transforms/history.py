@@ -5,9 +5,11 @@ version of its surrogate key. Versions are ordered by ``source_seq`` (the entity
 column), which only increases per key, so a stale update never becomes a version and never
 rewrites history. Validity is ``[valid_from, valid_to)`` in event time, with no gap and no
 overlap: a version starts at its ``event_ts``, or at its predecessor's start when that is later
-(the sequence decides the order; such a version is valid for no time), and ends where the next
-begins; the open version (``valid_to`` null, ``is_current``) is the last. An inferred member (a key a fact
-named first) is one open version with no content; the dimension's first real version replaces it."""
+(the sequence decides the order), and ends where the next begins. So a version whose event time
+is not after its predecessor's start starts there too, and the predecessor is valid for no time
+(``valid_from = valid_to``); the open version (``valid_to`` null, ``is_current``) is the last.
+An inferred member (a key a fact named first) is one open version with no content; the
+dimension's first real version replaces it."""
 
 from __future__ import annotations
 

@@ -2,7 +2,13 @@
 worked example's dimensions into the same tables as the same changes delivered as landing files:
 through a scheduled run, and through the always-on loader SIGKILLed mid-run and restarted. A run
 reads recorded offset ranges: a rerun reads the same records, a late record goes to the next run,
-bad records are quarantined with their offset."""
+bad records are quarantined with their offset.
+
+"The same changes" is kafka.toml's entities as landing files (``files_twin``: its inputs left
+out), not model.toml's: kafka.toml orders the customer by the log position (source_seq), since a
+delete's ``before`` cannot order it by updated_at. And a connector's delete carries the row as it
+was, not the generated delete line's own attributes: the landing files' deletes are given that row
+too (``deletes_as_produced``) before both are loaded."""
 
 from __future__ import annotations
 
@@ -17,12 +23,14 @@ from pathlib import Path
 
 import pytest
 
+from etl import ingest as kafka_sources_ingest
 from etl import jobs
+from etl.io import kafka as kafka_sources
 from etl.core.interval import Interval
 from etl.core.model import load_model
 from etl.core.offsets import OffsetRange
 from etl.devtools import kafka_broker
-from etl.devtools.cdc import KafkaRecord, create_topics, landing_lines, produce, records_of
+from etl.devtools.cdc import KafkaRecord, create_topics, deletes_as_produced, landing_lines, produce, records_of
 from etl.generator import StreamSpec, generate_stream
 from etl.io.tables import read
 from etl.stream import Stream
@@ -30,7 +38,6 @@ from tests.helpers import ROOT, assert_entity_equals_oracle, assert_same_warehou
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
-FILES_MODEL = ROOT / "examples" / "shop" / "model.toml"
 KAFKA_MODEL = ROOT / "examples" / "shop" / "kafka.toml"
 T0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 RUN = Interval(T0, T0 + timedelta(minutes=4))
@@ -62,8 +69,35 @@ def in_millis(landing: Path) -> None:
         path.write_text("\n".join(out) + "\n")
 
 
+def files_twin(tmp_path: Path) -> Path:
+    """kafka.toml without its ``inputs`` tables: the very entities, fed by landing files."""
+    out, skipping = [], False
+    for line in KAFKA_MODEL.read_text().splitlines():
+        if line.startswith("["):
+            skipping = ".inputs." in line
+        if not skipping:
+            out.append(line)
+    path = tmp_path / "files.toml"
+    path.write_text("\n".join(out) + "\n")
+    twin = load_model(path)
+    assert not any(e.inputs for e in twin.entities)
+    assert [e.sequence for e in twin.entities] == [e.sequence for e in load_model(KAFKA_MODEL).entities]
+    return path
+
+
+def as_the_connector_deletes(landing: Path, entity) -> None:
+    """Each delete line's attributes become what the connector's delete carries in ``before``: the
+    key's row as last produced (REPLICA IDENTITY FULL), as ``records_of`` writes it."""
+    rows = deletes_as_produced(landing_lines(landing), entity)
+    for path in landing.rglob("updates-*.jsonl"):
+        source = next(p.split("=", 1)[1] for p in path.parts if p.startswith("source_id="))
+        lines = path.read_bytes().splitlines()
+        if any((source, raw) in rows for raw in lines):
+            path.write_bytes(b"\n".join(rows.get((source, raw), raw) for raw in lines) + b"\n")
+
+
 def configs(cfg, tmp_path, entity: str, broker):
-    files = cfg.replace(model_file=str(FILES_MODEL), entity=entity, landing_root=str(tmp_path / "landing"),
+    files = cfg.replace(model_file=str(files_twin(tmp_path)), entity=entity, landing_root=str(tmp_path / "landing"),
                         warehouse_root=str(tmp_path / "files" / "warehouse"), runs_root=str(tmp_path / "files" / "runs"),
                         gx_root=str(tmp_path / "files" / "gx"))
     kafka = cfg.replace(model_file=str(KAFKA_MODEL), entity=entity, landing_root=str(tmp_path / "no-landing"),
@@ -73,7 +107,10 @@ def configs(cfg, tmp_path, entity: str, broker):
 
 
 def publish(spark, broker, files, entity: str) -> int:
+    """The landing files' changes produced as change events (the files' deletes first given the
+    row the events' ``before`` carries, so both ways hold the same changes)."""
     kafka_entity = load_model(KAFKA_MODEL).entity(entity)
+    as_the_connector_deletes(files.landing_path, kafka_entity)
     create_topics(spark, broker.bootstrap, [t for i in kafka_entity.kafka_inputs for t in i.topics], partitions=2)
     return produce(spark, broker.bootstrap, records_of(landing_lines(files.landing_path), kafka_entity, snapshot_lines=15))
 
@@ -204,3 +241,137 @@ def test_a_scheduled_run_reading_kafka_killed_mid_load_and_rerun_gives_the_landi
     assert_entity_equals_oracle(spark, kafka)
     assert read(spark, kafka, "outcome_log").count() == read(spark, files, "outcome_log").count()
     assert read(spark, kafka, "outcome_log").groupBy("update_id").count().where("count > 1").count() == 0
+
+
+# --------------------------------------------------------------------------- offsets, partitions and topics that appear later, retention, a broker that goes away
+
+ACCOUNTS_MODEL = ROOT / "tests" / "models" / "kafka" / "accounts.toml"
+MAIN, EU = "bank.accounts", "bank.accounts.eu"
+A0 = datetime(2026, 11, 24, 8, 0, tzinfo=timezone.utc)
+I1, I2, I3, I4 = (Interval(A0 + timedelta(minutes=4 * i), A0 + timedelta(minutes=4 * (i + 1))) for i in range(4))
+
+
+def account(n: int, seq: int, balance: str, at: datetime) -> tuple[int, bytes, bytes]:
+    """A bank system's record of account ``n``, produced at ``at``: timestamp, key, value."""
+    line = {"source_id": "bank", "account_id": n, "op": "upsert", "source_seq": seq, "event_ts": at.isoformat(),
+            "attributes": {"owner": f"owner {n}", "balance": balance}}
+    return int(at.timestamp() * 1000), str(n).encode(), json.dumps(line).encode()
+
+
+def accounts(spark, cfg) -> dict[int, str]:
+    return {r.account_id: str(r.balance) for r in read(spark, cfg, "account_current").collect()}
+
+
+def ranges_of(spark, cfg, run_key: str | None = None) -> list[str]:
+    rows = read(spark, cfg, "landed_files")
+    return sorted(r.file_name for r in (rows.where(f"run_key = '{run_key}'") if run_key else rows).collect())
+
+
+def assert_every_offset_read_once(spark, cfg, ends: dict[tuple[str, int], int]) -> None:
+    recorded = [OffsetRange.parse(n) for n in ranges_of(spark, cfg)]
+    for (topic, p), end in ends.items():
+        offsets = sorted(o for r in recorded if r and (r.topic, r.partition) == (topic, p) for o in range(r.start, r.end))
+        assert offsets == list(range(end)), (topic, p, offsets)
+    assert read(spark, cfg, "outcome_log").groupBy("update_id").count().where("count > 1").count() == 0
+
+
+def restart(broker) -> None:
+    """The same broker (data, port) started again after a kill; the fixture's stop sees the new one."""
+    new = kafka_broker.start(broker.data_dir, port=broker.port)
+    broker.pid = new.pid
+
+
+def test_partitions_and_topics_that_appear_later_are_read_once_and_a_loaded_run_never_changes(spark, cfg, tmp_path, broker):
+    """The outside probe's reproduction: I1 records its range of the one-partition topic; then the
+    topic grows a partition and the source's second topic is created, each getting a record
+    timestamped inside I1, and a late record lands on the first partition. Rerunning I1 reads
+    exactly what it read; I2 reads the three (the new partition and topic from offset 0)."""
+    cfg = cfg.replace(model_file=str(ACCOUNTS_MODEL), entity="account", landing_root=str(tmp_path / "none"),
+                      kafka_bootstrap_servers=broker.bootstrap)
+    create_topics(spark, broker.bootstrap, [MAIN], partitions=1)
+    in_i1 = [I1.start + timedelta(seconds=s) for s in (10, 20, 30, 50)]
+    kafka_broker.send(spark, broker.bootstrap, [(MAIN, 0, *account(n, n, f"{n}.00", in_i1[n - 1])) for n in (1, 2, 3)])
+    first = run(spark, cfg, I1)
+    assert ranges_of(spark, cfg, I1.run_key) == ["kafka:bank.accounts.eu:absent", "kafka:bank.accounts:0:0-3"]
+    assert any(s["name"] == "kafka:bank.accounts.eu:absent" for s in first["skipped"])
+    loaded = read(spark, cfg, "outcome_log").where(f"run_key = '{I1.run_key}'").count()
+
+    kafka_broker.add_partitions(spark, broker.bootstrap, MAIN, 2)
+    create_topics(spark, broker.bootstrap, [EU], partitions=1)
+    kafka_broker.send(spark, broker.bootstrap, [
+        (MAIN, 1, *account(4, 4, "4.00", in_i1[3])),  # the new partition, timestamped in I1
+        (EU, 0, *account(5, 5, "5.00", in_i1[3])),  # the new topic, timestamped in I1
+        (MAIN, 0, *account(1, 9, "1.50", in_i1[3])),  # late on the first partition
+    ])
+    again = run(spark, cfg, I1)
+    assert ranges_of(spark, cfg, I1.run_key) == ["kafka:bank.accounts.eu:absent", "kafka:bank.accounts:0:0-3"]
+    assert read(spark, cfg, "outcome_log").where(f"run_key = '{I1.run_key}'").count() == loaded
+    assert {s["name"] for s in again["skipped"]} >= {"kafka:bank.accounts:1", "kafka:bank.accounts.eu:0"}
+    assert accounts(spark, cfg) == {1: "1.00", 2: "2.00", 3: "3.00"}
+
+    run(spark, cfg, I2)
+    assert accounts(spark, cfg) == {1: "1.50", 2: "2.00", 3: "3.00", 4: "4.00", 5: "5.00"}
+    assert ranges_of(spark, cfg, I2.run_key) == ["kafka:bank.accounts.eu:0:0-1", "kafka:bank.accounts:0:3-4",
+                                                  "kafka:bank.accounts:1:0-1"]
+    assert_every_offset_read_once(spark, cfg, {(MAIN, 0): 4, (MAIN, 1): 1, (EU, 0): 1})
+    assert jobs.validate(spark, cfg, I2, raise_on_failure=False)["success"]
+
+    # Retention deletes records a loaded run read: rerunning it is the documented refusal, naming
+    # the range (exit 2 through the CLI), not Spark's data-loss trace.
+    kafka_broker.delete_records(broker.bootstrap, MAIN, 0, before=2)
+    with pytest.raises(jobs.LandingChanged, match=r"kafka:bank\.accounts:0:0-3"):
+        jobs.ingest(spark, cfg, I1)
+
+
+def test_a_broker_that_goes_away_is_retry_later_and_nothing_is_lost_or_doubled(spark, cfg, tmp_path, broker, monkeypatch):
+    """The broker down before a run: refused before anything is written, with the client's own
+    cause (exit 5 through the CLI). Killed while a run reads, then started again and the run
+    retried: every record once. Down while `etl stream` runs: it says so, waits and goes on."""
+    props = tmp_path / "client.properties"
+    props.write_text("# the operator's client settings\ndefault.api.timeout.ms = 4000\nrequest.timeout.ms 3000\n")
+    model = tmp_path / "accounts.toml"  # topics of its own on the module's broker
+    model.write_text(ACCOUNTS_MODEL.read_text().replace('"bank.', '"bank2.'))
+    MAIN, EU = "bank2.accounts", "bank2.accounts.eu"
+    cfg = cfg.replace(model_file=str(model), entity="account", landing_root=str(tmp_path / "none"), schedule="*/4 * * * *",
+                      kafka_bootstrap_servers=broker.bootstrap, kafka_properties_file=str(props), micro_batch_seconds=60)
+    create_topics(spark, broker.bootstrap, [MAIN, EU], partitions=1)
+    stamps = {i: i.start + timedelta(seconds=30) for i in (I3, I4)}
+    kafka_broker.send(spark, broker.bootstrap, [(MAIN, 0, *account(10 + n, 100 + n, f"{n}.25", stamps[i]))
+                                                for n, i in enumerate((I3, I3, I4, I4))])
+    broker.kill()
+
+    fresh = cfg.replace(warehouse_root=str(tmp_path / "fresh" / "warehouse"))
+    with pytest.raises(kafka_sources.KafkaUnavailable, match="TimeoutException") as down:
+        jobs.ingest(spark, fresh, I3)
+    assert "An error occurred while calling" not in str(down.value)
+    assert not (tmp_path / "fresh").exists()  # checked before any write
+    from etl.entrypoints.cli import EXIT_LOCKED, exit_code_of
+    assert exit_code_of(down.value)[0] == EXIT_LOCKED
+
+    # `etl stream` with the broker down: it says so and waits; the broker comes back; it loads I3.
+    said, fixed_now = [], I3.end + timedelta(minutes=1)
+
+    def pause(seconds):
+        if not said or "retrying" not in said[-1]:
+            return
+        restart(broker)
+    Stream(spark, cfg, clock=lambda: fixed_now, sleep=pause, progress=said.append).run(start=I3.start, until=I3.end)
+    assert any("Kafka at" in m and "retrying" in m for m in said), said
+    assert accounts(spark, cfg) == {10: "0.25", 11: "1.25"}
+
+    # Killed while the run reads its ranges (planned, not yet read): the run fails as "retry
+    # later" and writes nothing; the broker back, the retried run reads every record once.
+    real_read = kafka_sources_ingest.read_ranges
+
+    def killed_first(*args, **kwargs):
+        broker.kill()
+        return real_read(*args, **kwargs)
+    monkeypatch.setattr(kafka_sources_ingest, "read_ranges", killed_first)
+    with pytest.raises(kafka_sources.KafkaUnavailable):
+        jobs.ingest(spark, cfg, I4)
+    assert ranges_of(spark, cfg, I4.run_key) == []
+    monkeypatch.setattr(kafka_sources_ingest, "read_ranges", real_read)
+    restart(broker)
+    run(spark, cfg, I4)
+    assert accounts(spark, cfg) == {10: "0.25", 11: "1.25", 12: "2.25", 13: "3.25"}
+    assert_every_offset_read_once(spark, cfg, {(MAIN, 0): 4, (EU, 0): 0})

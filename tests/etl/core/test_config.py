@@ -1,3 +1,6 @@
+import os
+import re
+
 import pytest
 
 from etl.core.config import ConfigError, EtlConfig, load_config
@@ -96,3 +99,49 @@ def test_deletion_vectors_default_to_auto_and_the_old_booleans_still_mean_on_and
     assert load_config(env={"ETL_DELETION_VECTORS": "Auto"}).deletion_vectors == "auto"
     assert EtlConfig(deletion_vectors=True).deletion_vectors == "on"
     assert EtlConfig().replace(deletion_vectors=False).deletion_vectors == "off"
+
+
+@pytest.mark.parametrize("hostile", ["../../../x", "crm,../x", "..", "crm/eu"])
+def test_a_source_name_outside_one_landing_folder_is_refused_naming_where_it_was_set(tmp_path, hostile):
+    """Each source becomes a folder of the landing zone (source_id=<name>): the file, the
+    variable and the override that set a bad one are named."""
+    bad = next(s for s in hostile.split(",") if s != "crm")
+    f = tmp_path / "etl.toml"
+    f.write_text(f"sources = {hostile.split(',')!r}\n".replace("'", '"'))
+    with pytest.raises(ConfigError, match=re.escape(f"config file '{f}': setting 'sources': '{bad}'")):
+        load_config(f, env={})
+    with pytest.raises(ConfigError, match=re.escape(f"environment variable ETL_SOURCES: setting 'sources': '{bad}'")):
+        load_config(env={"ETL_SOURCES": hostile})
+    with pytest.raises(ConfigError, match=re.escape(f"override: setting 'sources': '{bad}'")):
+        load_config(env={}, overrides={"sources": hostile})
+    with pytest.raises(ConfigError, match=re.escape(f"setting 'sources': '{bad}'")):
+        EtlConfig(sources=tuple(hostile.split(",")))
+
+
+def test_a_source_name_with_a_nul_or_a_line_break_in_the_config_file_is_refused_by_repr(tmp_path):
+    f = tmp_path / "etl.toml"
+    f.write_text('[etl]\nsources = ["crm", "we\\u0000b"]\n')
+    with pytest.raises(ConfigError, match=r"setting 'sources': 'we\\x00b' holds a control character"):
+        load_config(f, env={})
+    f.write_text('[etl]\nsources = ["crm\\r\\n"]\n')
+    with pytest.raises(ConfigError, match=r"'crm\\r\\n' holds a control character"):
+        load_config(f, env={})
+
+
+def test_a_config_file_that_is_no_readable_toml_is_refused_naming_it(tmp_path):
+    folder = tmp_path / "etl.toml"
+    folder.mkdir()
+    with pytest.raises(ConfigError, match="config file .* is a directory, not a file"):
+        load_config(folder, env={})
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)  # refused before it is opened: no writer, so opening would block
+    with pytest.raises(ConfigError, match="config file .*fifo.toml' is a FIFO, not a file"):
+        load_config(fifo, env={})
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes(b"# caf\xe9\ntheta = 100\n")
+    with pytest.raises(ConfigError, match=r"config file .*latin1.toml' is not UTF-8 text \(byte 0xe9 at offset 5\)"):
+        load_config(latin1, env={})
+    deep = tmp_path / "deep.toml"
+    deep.write_text("extra = { a = " + "[" * 5000 + "]" * 5000 + " }\n")
+    with pytest.raises(ConfigError, match="config file .*deep.toml' nests arrays or tables too deeply"):
+        load_config(deep, env={})

@@ -1,11 +1,29 @@
 """The warehouse model (etl.core.model): the shipped files parse, and every malformed model fails
 before anything is written, with an error naming the file, the entity and the field."""
 
+import os
+import subprocess
+import sys
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
 from etl.core.config import load_config
 from etl.core.errors import ConfigError
-from etl.core.model import DEFAULT_MODEL_FILE, ColumnType, encode_key, load_model, parse_model
+from etl.core.model import (
+    DEFAULT_MODEL_FILE,
+    MAX_SOURCE_NAME_BYTES,
+    RESERVED,
+    RESERVED_DIRECTORIES,
+    ColumnType,
+    encode_key,
+    load_model,
+    parse_model,
+    source_name_problem,
+)
 from tests.helpers import ROOT
 
 EXAMPLE = ROOT / "examples" / "shop" / "model.toml"
@@ -144,6 +162,77 @@ BAD = {
     "input field name": ("[entities.p]\nkey = { k = 'string' }\n[entities.p.inputs.crm]\ntopic = 't'\n", "inputs.crm: unknown field 'topic'"),
     "reference field": (GOOD + "[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\n"
                         "references = { p_sk = { dimension = 'product', by = ['id'], on = 1 } }\n", "reference 'p_sk': unknown field 'on'"),
+    # Source names become folders of the landing zone (source_id=<name>): one safe path component.
+    "source outside the landing zone": ("[entities.p]\nkey = { k = 'string' }\nsources = ['crm', '../../../x']\n",
+                                        "entity 'p': sources: '../../../x' holds a path separator"),
+    "source with a backslash": ("[entities.p]\nkey = { k = 'string' }\nsources = ['..\\x']\n", "sources: '..\\\\x' holds a path separator"),
+    "source '..'": ("[entities.p]\nkey = { k = 'string' }\nsources = ['..']\n", "sources: '..' is '.' or '..'"),
+    "source with a NUL": ('[entities.p]\nkey = { k = "string" }\nsources = ["crm\\u0000"]\n', "sources: 'crm\\x00' holds a control character"),
+    "source with a line break": ('[entities.p]\nkey = { k = "string" }\nsources = ["c\\nrm"]\n', "sources: 'c\\nrm' holds a control character"),
+    "source of spaces": ("[entities.p]\nkey = { k = 'string' }\nsources = ['  ']\n", "sources: '  ' is only whitespace"),
+    "source with a trailing space": ("[entities.p]\nkey = { k = 'string' }\nsources = ['crm ']\n", "sources: 'crm ' begins or ends with whitespace"),
+    "source too long for a folder": ("[entities.p]\nkey = { k = 'string' }\nsources = ['" + "é" * 200 + "']\n",
+                                     "is 400 bytes long in UTF-8; at most 245"),
+    "input of a source outside the landing zone": ("[entities.p]\nkey = { k = 'string' }\n[entities.p.inputs.'../x']\nformat = 'debezium'\n",
+                                                   "entity 'p': inputs.<source>: '../x' holds a path separator"),
+    "reference source outside the landing zone": (GOOD + "[entities.f]\nkind = 'fact'\nkey = { id = 'integer' }\n"
+                                                  "attributes = { s = 'string', r = 'string' }\n"
+                                                  "references = { p_sk = { dimension = 'product', by = ['s', 'r'], source = '/etc' } }\n",
+                                                  "entity 'f': reference 'p_sk': source: '/etc' holds a path separator"),
+    # Spark resolves column names without case: names equal up to case are one column.
+    "columns equal up to case": ("[entities.p]\nkey = { k = 'string' }\nattributes = { name = 'string', Name = 'string' }\n",
+                                 "entity 'p': columns 'name' and 'Name' are one column to Spark"),
+    "key and attribute equal up to case": ("[entities.p]\nkey = { Sku = 'string' }\nattributes = { sku = 'string' }\n",
+                                           "columns 'Sku' and 'sku' are one column to Spark"),
+    "reserved up to case: Source_Id": ("[entities.p]\nkey = { k = 'string' }\nattributes = { Source_Id = 'string' }\n",
+                                       "attributes column 'Source_Id': the name is the pipeline's own column ('source_id' to Spark"),
+    "reserved up to case: IS_DELETED": ("[entities.p]\nkey = { k = 'string' }\nattributes = { IS_DELETED = 'boolean' }\n",
+                                        "attributes column 'IS_DELETED': the name is the pipeline's own column"),
+    "reserved up to case: SURROGATE_KEY": ("[entities.p]\nkey = { SURROGATE_KEY = 'integer' }\n",
+                                           "key column 'SURROGATE_KEY': the name is the pipeline's own column"),
+    "natural_key up to case": ("[entities.p]\nkey = { Natural_Key = 'string' }\n", "key column 'Natural_Key': the name is the pipeline's own column"),
+    "prefix up to case": ("[entities.p]\nkey = { k = 'string' }\nattributes = { KM_x = 'string', O_y = 'string' }\n",
+                          "attributes column 'KM_x': names starting with km_, o_, _ (in any case) are reserved"),
+    "reference equal up to case to an attribute": (
+        "[entities.customer]\nkey = { customer_id = 'integer' }\n[entities.orders]\nkind = 'fact'\nkey = { id = 'integer' }\n"
+        "attributes = { customer_id = 'integer' }\nreferences = { Customer_Id = { dimension = 'customer', by = ['customer_id'] } }\n",
+        "reference 'Customer_Id': the name is a declared column already ('customer_id': Spark compares column names without case)"),
+    "reference equal up to case to a reserved name": (
+        "[entities.customer]\nkey = { customer_id = 'integer' }\n[entities.orders]\nkind = 'fact'\nkey = { id = 'integer' }\n"
+        "attributes = { customer_id = 'integer' }\nreferences = { Surrogate_Key = { dimension = 'customer', by = ['customer_id'] } }\n",
+        "references column 'Surrogate_Key': the name is the pipeline's own column"),
+    "references equal up to case": (
+        "[entities.customer]\nkey = { customer_id = 'integer' }\n[entities.orders]\nkind = 'fact'\nkey = { id = 'integer' }\n"
+        "attributes = { customer_id = 'integer' }\nreferences = { c_sk = { dimension = 'customer', by = ['customer_id'] }, "
+        "C_SK = { dimension = 'customer', by = ['customer_id'] } }\n",
+        "reference 'C_SK': the name is reference already ('c_sk'"),
+    "event_id equal up to case to an attribute": (
+        "[entities.customer]\nkey = { customer_id = 'integer' }\n[entities.clicks]\nkind = 'fact'\nevent_id = { Click = 'string' }\n"
+        "attributes = { click = 'string', customer_id = 'integer' }\n"
+        "references = { c_sk = { dimension = 'customer', by = ['customer_id'] } }\n",
+        "columns 'Click' and 'click' are one column to Spark"),
+    # A directory is the entity's place under every root: never a name the pipeline puts there.
+    "directory of the key_map table": ("[entities.p]\nkey = { k = 'string' }\ndirectory = 'key_map'\n",
+                                       "entity 'p': directory 'key_map' is a name the pipeline uses under the roots"),
+    "directory of the GX project": ("[entities.p]\nkey = { k = 'string' }\ndirectory = 'gx'\n", "directory 'gx' is a name the pipeline uses"),
+    "directory of the run snapshots": ("[entities.p]\nkey = { k = 'string' }\ndirectory = 'runs'\n", "directory 'runs' is a name the pipeline uses"),
+    "directory of the stream's state": ("[entities.p]\nkey = { k = 'string' }\ndirectory = 'stream'\n", "directory 'stream' is a name"),
+    "entity named as a system table": ("[entities.batch_ledger]\nkey = { k = 'string' }\n",
+                                       "entity 'batch_ledger': directory 'batch_ledger' (the entity's name: the default directory) is a name"),
+    "entity named as the stream's state": ("[entities.stream]\nkey = { k = 'string' }\n", "entity 'stream': directory 'stream' (the entity's name"),
+    "directory of the table of the entity at the roots": (
+        "[entities.customer]\ndirectory = ''\nkey = { natural_key = 'string' }\n[entities.p]\nkey = { k = 'string' }\n"
+        "directory = 'customer_current'\n",
+        "entity 'p': directory 'customer_current' is the table of entity 'customer', which lives at the roots"),
+    "entity named as the table of the entity at the roots": (
+        "[entities.orders_fact]\nkey = { k = 'string' }\n[entities.customer]\nkey = { customer_id = 'integer' }\n"
+        "[entities.orders]\ndirectory = ''\nkind = 'fact'\nkey = { id = 'integer' }\nattributes = { customer_id = 'integer' }\n"
+        "references = { c_sk = { dimension = 'customer', by = ['customer_id'] } }\n",
+        "entity 'orders_fact': directory 'orders_fact' is the table of entity 'orders'"),
+    # What tomllib cannot read without recursing once per level: 5,000 levels.
+    "arrays nested 5,000 deep": ("a = " + "[" * 5000 + "]" * 5000 + "\n", "nests arrays or tables too deeply"),
+    "inline tables nested 5,000 deep": ("[entities.p]\nkey = { k = 'string' }\nsettings = " + "{ a = " * 5000 + "1" + " }" * 5000 + "\n",
+                                        "nests arrays or tables too deeply"),
 }
 
 
@@ -197,3 +286,169 @@ def test_an_event_id_makes_an_append_only_fact(tmp_path):
                     "references = { product_sk = { dimension = 'product', by = ['sku', 'region'] } }\n")
     clicks = load_model(path).entity("clicks")
     assert clicks.append_only and clicks.key_names == ("click_id",) and clicks.table == "clicks_fact"
+
+
+# ----------------------------------------------------------------------------- source names
+
+HOSTILE_SOURCE_NAMES = ["../../../x", "a/b", "/etc", "..\\x", "..", ".", "", "   ", "\t", " crm", "crm\n", "cr\x00m",
+                        "\x1b[31mred", "crm\x7f", "crm\u0085", "x" * (MAX_SOURCE_NAME_BYTES + 1), "\udcff"]
+
+
+@pytest.mark.parametrize("name", HOSTILE_SOURCE_NAMES, ids=repr)
+def test_a_source_name_that_is_not_one_safe_folder_name_is_refused(name):
+    assert source_name_problem(name)
+
+
+def test_source_names_a_landing_zone_can_hold_pass_up_to_the_longest_folder_name(tmp_path):
+    from etl.io.landing import SOURCE_PREFIX, landing_file
+
+    assert MAX_SOURCE_NAME_BYTES + len(SOURCE_PREFIX.encode()) == 255  # the longest file name of ext4, XFS, APFS
+    longest = "é" * (MAX_SOURCE_NAME_BYTES // 2) + "x" * (MAX_SOURCE_NAME_BYTES % 2)
+    for name in ("crm", "web-shop", "ERP.eu", "a b", "käse", "x=1", longest):
+        assert source_name_problem(name) is None, name
+        path = landing_file(tmp_path, name, datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc))
+        path.parent.mkdir(parents=True)  # the filesystem holds it, one folder under the root
+        assert path.relative_to(tmp_path).parts[0] == SOURCE_PREFIX + name
+    assert source_name_problem(longest + "x")
+    # Where a path is built from a source name, it is refused too.
+    with pytest.raises(ValueError, match="holds a path separator"):
+        landing_file(tmp_path, "../../../x", datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc))
+
+
+# ----------------------------------------------------------------------------- reading the model file
+
+def _refused(path, *expected: str) -> str:
+    with pytest.raises(ConfigError) as err:
+        load_model(path)
+    message = str(err.value)
+    assert str(path) in message and all(e in message for e in expected), message
+    return message
+
+
+def test_a_symlink_loop_as_the_model_file_is_refused_naming_it(tmp_path):
+    (tmp_path / "a.toml").symlink_to(tmp_path / "b.toml")
+    (tmp_path / "b.toml").symlink_to(tmp_path / "a.toml")
+    _refused(tmp_path / "a.toml", "model file", "cannot be found", "setting 'model_file'")
+
+
+def test_a_directory_as_the_model_file_is_refused_naming_it(tmp_path):
+    (tmp_path / "model.toml").mkdir()
+    _refused(tmp_path / "model.toml", "is a directory, not a file")
+
+
+def test_a_fifo_as_the_model_file_is_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "model.toml"
+    os.mkfifo(fifo)
+    outcome = []
+    reader = threading.Thread(target=lambda: outcome.append(pytest.raises(ConfigError, load_model, fifo)), daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    if reader.is_alive():  # blocked opening the FIFO: let it go before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("reading the model file blocked on a FIFO")
+    assert outcome and "is a FIFO, not a file" in str(outcome[0].value) and str(fifo) in str(outcome[0].value)
+
+
+def test_a_model_file_of_invalid_utf8_is_refused_naming_it(tmp_path):
+    path = tmp_path / "model.toml"
+    path.write_bytes(b"[entities.p]\nkey = { k = 'string' }\nattributes = { caf\xe9 = 'string' }\n")  # Latin-1
+    _refused(path, "is not UTF-8 text (byte 0xe9 at offset 54)")
+
+
+def test_an_unreadable_model_file_is_refused_naming_it(tmp_path):
+    from tests.etl.io.test_landing import without_dac_override
+
+    path = tmp_path / "model.toml"
+    path.write_text(GOOD)
+    path.chmod(0)
+    code = ("import sys\nfrom etl.core.errors import ConfigError\nfrom etl.core.model import load_model\n"
+            "try:\n    load_model(sys.argv[1])\nexcept ConfigError as exc:\n    print(exc); sys.exit(2)\n")
+    done = subprocess.run(without_dac_override([sys.executable, "-c", code, str(path)]), capture_output=True, text=True,
+                          cwd=ROOT, timeout=120)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert f"model file {str(path)!r} cannot be read: permission denied" in done.stdout
+
+
+def test_a_model_path_with_a_nul_byte_is_refused_naming_it():
+    with pytest.raises(ConfigError, match=r"model file 'model\\x00\.toml' cannot be found"):
+        load_model("model\x00.toml")
+
+
+# ----------------------------------------------------------------------------- what the pipeline owns
+
+def test_the_reserved_columns_cover_every_column_written_beside_the_declared_ones():
+    """A declared column shares a row with these (warehouse/schemas.py): each must be reserved,
+    in any case, or the entity's table or a log would hold two columns of one name to Spark."""
+    from pyspark.sql.types import ArrayType, StructType
+
+    from warehouse.schemas import schemas, tables, views
+
+    def structs(schema):
+        yield schema
+        for f in schema.fields:
+            kind = f.dataType
+            while isinstance(kind, ArrayType):
+                kind = kind.elementType
+            if isinstance(kind, StructType):
+                yield from structs(kind)
+
+    for model in (load_model(), load_model(EXAMPLE), load_model(FACTS), *map(load_model, TEST_MODELS)):
+        for e in model.entities:
+            declared = {c.name for c in e.columns}
+            s = schemas(e)
+            every = [t.schema for t in tables(e).values()] + [v.schema for v in views(e).values()]
+            every += [getattr(s, f) for f in s.__dataclass_fields__ if isinstance(getattr(s, f), StructType)]
+            for schema in every:
+                for struct in structs(schema):
+                    names = {f.name for f in struct.fields}
+                    if names & declared:
+                        beside = {n for n in names - declared if n.lower() not in RESERVED and not n.lower().startswith(("km_", "o_", "_"))}
+                        assert not beside, (e.name, beside)
+
+
+def test_the_reserved_directories_cover_what_the_code_writes_under_each_root(tmp_path):
+    """Every name the code puts directly under a root for the entity that lives there (found by
+    asking the code for its paths) is refused as another entity's directory: reserved, the root
+    entity's table, or no directory name at all."""
+    from etl import jobs
+    from etl.core.config import EtlConfig
+    from etl.core.interval import Interval
+    from etl.core.layout import SlotArray
+    from etl.core.spark_conf import spark_conf
+    from etl.io.landing import landing_file
+    from etl.io.layout_store import PENDING, write_layout
+    from etl.io.lock import LoadLock
+    from etl.io.stream_status import stream_dir
+    from etl.quality.gate import data_docs_index, rebuild_context
+    from etl.quality.report import report_dir
+    from etl.strategies.base import JoinStrategy
+    from warehouse.schemas import tables, views
+
+    roots = {r: tmp_path / r for r in ("warehouse", "landing", "gx", "runs", "reports", "meta")}
+    cfg = EtlConfig(**{f"{r}_root": str(p) for r, p in roots.items() if r != "meta"})  # the customer, at the roots
+    with_meta = cfg.replace(meta_root=str(roots["meta"]))
+    interval = Interval.parse("2026-11-22T01:00", "2026-11-22T02:00")
+    (cfg.gx_path / "gx").mkdir(parents=True)
+    paths = [Path(cfg.table_path(t)) for t in (*tables(cfg.entity_model), *views(cfg.entity_model))]
+    paths += [cfg.meta_path, Path(spark_conf(cfg)["spark.sql.warehouse.dir"]), rebuild_context(cfg, keep_history=False),
+              data_docs_index(cfg), jobs.run_dir(cfg, interval), report_dir(cfg, interval),
+              landing_file(cfg.landing_path, "crm", interval.start)]
+    paths += [LoadLock(with_meta.meta_path, "test").path, write_layout(with_meta, SlotArray.even(100, 2), PENDING),
+              with_meta.meta_path / "tables.lock",  # etl/io/tables.py's guard of ensure_tables (a literal there)
+              stream_dir(with_meta), JoinStrategy._snapshot_path(SimpleNamespace(cfg=with_meta, run_key=interval.run_key, name="native"))]
+    written = set()
+    for path in paths:
+        root = next(r for r in roots.values() if path.is_relative_to(r))
+        written.add(path.relative_to(root).parts[0])
+    assert {"key_map", "batch_ledger", "customer_current", "_meta", "gx", "runs", "stream", "load.lock"} <= written
+    for name in sorted(written):
+        with pytest.raises(ConfigError, match="directory"):
+            parse_model(DEFAULT_MODEL_FILE.read_text() + f"[entities.other]\nkey = {{ k = 'string' }}\ndirectory = {name!r}\n")
+    assert RESERVED_DIRECTORIES <= written  # nothing reserved that the code does not write
+
+    # Any entity at the roots: its own table, whatever its kind.
+    orders = load_model(FACTS).entity("orders")
+    assert set(tables(orders)) - {orders.table} <= RESERVED_DIRECTORIES
+    with pytest.raises(ConfigError, match="directory 'orders_fact' is the table of entity 'orders'"):
+        parse_model(FACTS.read_text().replace("[entities.orders]\n", "[entities.orders]\ndirectory = ''\n")
+                    + "[entities.other]\nkey = { k = 'string' }\ndirectory = 'orders_fact'\n")

@@ -89,3 +89,50 @@ def test_a_fact_names_its_dimension_s_key_as_the_line_rules_encode_it():
     assert rows == [{"source_id": "erp", "natural_key": '["A","2026-01-02"]', "sku": "A", "region": date(2026, 1, 2),
                      "is_deleted": False, "is_inferred": True, "row_hash": "", "event_ts": 4, "arrival_ts": 5,
                      "source_seq": -1, "valid_from": 4, "valid_to": None, "is_current": True}]
+
+
+def test_a_late_event_time_leaves_its_predecessor_valid_for_no_time():
+    """Versions go by sequence. One whose event time is not after its predecessor's start starts
+    where the predecessor started; the predecessor keeps an empty interval [s, s), not the late one."""
+    t = [datetime(2026, 11, 22, 1, m) for m in range(10)]
+
+    def v(uid, seq, event, name):
+        return {"update_id": uid, "source_id": "crm", "natural_key": "1", "source_seq": seq, "row_hash": name,
+                "arrival_ts": t[seq], "event_ts": t[event], "op": "upsert", "name": name}
+
+    updates = [v("a", 1, 5, "A"), v("b", 2, 2, "B"), v("c", 3, 5, "C"), v("d", 4, 8, "D")]
+    decisions, _ = decide(updates)
+    history = entity_rows(updates, decisions, ("name",), "history")
+    assert [(r["name"], r["valid_from"], r["valid_to"]) for r in history] == [
+        ("A", t[5], t[5]),  # B's event time (1:02) is earlier: A is valid for no time
+        ("B", t[5], t[5]),  # C's (1:05) is not later than B's start: so is B
+        ("C", t[5], t[8]),  # the late versions' successor holds from their start
+        ("D", t[8], None),
+    ]
+
+
+def test_the_current_row_has_the_applied_sequence_and_key_map_the_highest_seen():
+    """``<entity>_current.last_source_seq`` is the sequence of the version it holds; ``key_map``'s
+    is the highest seen, which an unchanged-content duplicate advances (a stale line does not)."""
+    updates = [{**u("a", "1", 10, "h1", 1), "event_ts": 1, "op": "upsert", "name": "A"},
+               {**u("b", "1", 12, "h1", 2), "event_ts": 2, "op": "upsert", "name": "A"},
+               {**u("c", "1", 11, "h2", 3), "event_ts": 3, "op": "upsert", "name": "old"}]
+    decisions, state = decide(updates)
+    assert [(d.outcome, d.reason) for d in decisions] == [("new", None), ("duplicate", "unchanged_content"), ("stale", "stale")]
+    [current] = entity_rows(updates, decisions, ("name",), "current")
+    assert (current["last_source_seq"], state[("crm", "1")].last_source_seq) == (10, 12)
+
+
+def test_a_stale_or_duplicate_fact_line_still_names_inferred_members():
+    """A fact line's references are resolved before its own outcome is decided: the keys a stale or
+    re-delivered line names become inferred members all the same."""
+    orders, product = MODEL.entity("orders"), MODEL.entity("product")
+    day = date(2026, 1, 2)
+    first = {"update_id": "f1", "source_id": "shop", "natural_key": "1", "id": 1, "sku": "A", "region": day,
+             "source_seq": 5, "row_hash": "h", "arrival_ts": 1, "event_ts": 1}
+    stale = {**first, "update_id": "f2", "sku": "B", "source_seq": 4, "row_hash": "h2", "arrival_ts": 2}
+    again = {**first, "update_id": "f3", "sku": "C", "arrival_ts": 3}
+    decisions, _ = decide([first, stale, again])
+    assert [d.outcome for d in decisions] == ["new", "stale", "duplicate"]
+    rows = inferred_rows({orders: [first, stale, again]}, product, set(), "current")
+    assert sorted(r["sku"] for r in rows) == ["A", "B", "C"]

@@ -8,6 +8,7 @@ from etl.core.panes import (
     Pane,
     bucket_upper_s,
     delay_bucket,
+    interval_totals,
     pane_of,
     pane_seconds,
     percentile_from_histogram,
@@ -61,3 +62,21 @@ def test_histogram_percentile_and_buckets():
     assert delay_bucket(0.0) == 0  # under a millisecond
     for delay in (0.002, 0.5, 3.0, 70.0, 4000.0):
         assert delay <= bucket_upper_s(delay_bucket(delay)) <= delay * 2 ** (1 / 8) + 1e-9
+
+
+def test_clock_skew_is_counted_per_window_and_in_no_delay():
+    """Updates that arrived after their batch's commit come as a pane's clock_skew, with no delay:
+    a window's average, p99 and maximum are the other updates'; a window of only those has none."""
+    panes = {
+        ("crm", 0): Pane(counts={"updates": 3, "new": 3}, delay_sum_s=30.0, delay_n=2, delay_max_s=20.0,
+                         histogram={delay_bucket(10.0): 1, delay_bucket(20.0): 1}, clock_skew=1),
+        ("crm", 60): Pane(counts={"updates": 2, "matched": 2}, clock_skew=2),
+    }
+    rows = {r["window_start"]: r for r in window_metrics(panes, 0, 120, 60, 60)}
+    assert (rows[0]["updates"], rows[0]["clock_skew"], rows[0]["delay_avg_s"], rows[0]["delay_max_s"]) == (3, 1, 15.0, 20.0)
+    assert 20.0 <= rows[0]["delay_p99_s"] <= 20.0 * 2 ** (1 / 8)
+    assert (rows[60]["updates"], rows[60]["clock_skew"], rows[60]["delay_avg_s"], rows[60]["delay_p99_s"],
+            rows[60]["delay_max_s"]) == (2, 2, None, None, None)
+    assert interval_totals(panes, 0, 120) == {"updates": 5, "matched": 2, "new": 3, "duplicate": 0, "stale": 0,
+                                              "rejected": 0, "clock_skew": 3}
+    assert interval_totals(panes, 60, 120)["clock_skew"] == 2

@@ -229,6 +229,11 @@ ENTITY_CASES = {
     "an integer key part as a float": (dict(region=7.5), "bad_natural_key"),
     "an integer key part as a boolean": (dict(region=True), "bad_natural_key"),
     "an integer key part past 64 bits": (dict(region=2**63), "bad_natural_key"),
+    "an integer key part past 64 bits as text": (dict(region="9223372036854775808"), "bad_natural_key"),
+    "an integer key part of 25 digits": (dict(region="1234567890123456789012345"), "bad_natural_key"),
+    # The sequence is an attribute here: attributes that are no object are that, not a missing sequence.
+    "attributes not an object": (dict(attributes="Pen"), "bad_attributes"),
+    "attributes an array, the event time bad too": (dict(attributes=["Pen"], event_ts="now"), "bad_attributes"),
     "the sequence attribute missing": (dict(attributes={"price": "1.00"}), "bad_source_seq"),
     "the sequence attribute not a time": (dict(attributes={"seen": "soon"}), "bad_source_seq"),
     "the sequence attribute before 1970": (dict(attributes={"seen": "1969-12-31T23:59:59Z"}), "bad_source_seq"),
@@ -239,6 +244,10 @@ ENTITY_CASES = {
     "a boolean as 1": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "active": 1}), "bad_attribute_type"),
     "an integer as text that is not one": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "stock": "3.5"}), "bad_attribute_type"),
     "an integer past 64 bits": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "stock": -(2**63) - 1}), "bad_attribute_value"),
+    "an integer past 64 bits as text": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "stock": "9223372036854775808"}), "bad_attribute_value"),
+    "an integer of 25 digits as text": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "stock": "1234567890123456789012345"}), "bad_attribute_value"),
+    "the first bad attribute gives its reason": (
+        dict(attributes={"seen": "2026-11-22T01:00:00Z", "price": "1.005", "launched": "31/01/2026"}), "bad_attribute_value"),
     "a string as a number": (dict(attributes={"seen": "2026-11-22T01:00:00Z", "title": 5}), "bad_attribute_type"),
     "a timestamp not ISO": (dict(event_ts="now"), "bad_event_ts"),
 }
@@ -248,6 +257,36 @@ ENTITY_CASES = {
 def test_a_declared_entity_s_bad_line_gets_one_reason(case):
     over, expected = ENTITY_CASES[case]
     assert product_reason(product(**over)) == expected
+
+
+def test_an_integer_as_text_may_have_leading_zeros():
+    u = check_line(json.dumps(product(region="0000000000000000000000007", attributes={"seen": "2026-11-22T01:00:00Z", "stock": "-0042"})).encode(),
+                   "erp", 65536, (), ENTITY)
+    assert (u.key["region"], u.natural_key, u.attributes["stock"]) == (7, '["A-1","7"]', -42)
+
+
+DATED = parse_model("""
+[entities.shift]
+key = { day = "date", shop = "string" }
+attributes = { opened = "date" }
+""").entity()
+
+
+@pytest.mark.parametrize("day, opened, expected", [
+    ("2027-02-28", "2027-02-28", None),
+    ("2027-02-30", "2027-02-28", "bad_natural_key"),  # a date the calendar does not have, as a key part
+    ("2027-02-28", "2027-02-30", "bad_attribute_type"),  # and as an attribute: the type's fault, as "30/02/2027" is
+    ("2027-2-28", "2027-02-28", "bad_natural_key"),
+])
+def test_a_date_the_calendar_does_not_have(day, opened, expected):
+    rec = {"source_id": "erp", "day": day, "shop": "Oslo", "op": "upsert", "source_seq": 1,
+           "event_ts": "2026-11-22T01:00:01Z", "attributes": {"opened": opened}}
+    try:
+        u = check_line(json.dumps(rec).encode(), "erp", 65536, (), DATED)
+    except Reject as exc:
+        assert exc.reason == expected
+    else:
+        assert expected is None and u.natural_key == '["2027-02-28","Oslo"]'
 
 
 FACT = parse_model("""
@@ -280,3 +319,12 @@ def test_a_fact_line_needs_its_references(attributes, expected):
         assert exc.reason == expected
     else:
         assert expected is None and u.columns()["sku"] == "A-1"
+
+
+def test_a_fact_s_delete_repeats_its_references():
+    """A delete is a line like any other: without the columns its references join by it is rejected."""
+    rec = {"source_id": "shop", "order_id": 1, "op": "delete", "source_seq": 2, "event_ts": "2026-11-22T01:00:02Z"}
+    with pytest.raises(Reject, match="missing_reference"):
+        check_line(json.dumps(rec).encode(), "shop", 65536, (), FACT)
+    u = check_line(json.dumps({**rec, "attributes": {"sku": "A-1", "region": 7}}).encode(), "shop", 65536, (), FACT)
+    assert (u.op, u.columns()) == ("delete", {"order_id": 1, "sku": "A-1", "region": 7, "quantity": None})

@@ -1,5 +1,9 @@
 """CLI errors that must come before any Spark session or write."""
 
+import os
+
+import pytest
+
 from etl.entrypoints.cli import EXIT_CONFIG, main
 
 
@@ -86,13 +90,67 @@ def test_exit_codes_of_errors_met_while_running():
     assert exit_code_of(KeyError("a bug"))[0] is None  # a bug keeps its trace (exit 1)
 
 
-def test_a_malformed_model_fails_before_anything_is_written(capsys, tmp_path):
+SPAN = ["--start", "2026-11-22T01:00", "--end", "2026-11-22T02:00"]
+# Every command that reads the model: each must refuse it before it creates a directory or table.
+COMMANDS = [["generate", "--start", "2026-11-22T01:00"], ["init"], ["run", *SPAN], ["ingest", *SPAN], ["load", *SPAN],
+            ["validate", *SPAN], ["report", *SPAN], ["late-lines", *SPAN], ["discard", *SPAN], ["quality-report", *SPAN],
+            ["stream"], ["unlock"], ["maintain"]]
+GOOD_MODEL = "[entities.product]\nkey = { sku = 'string' }\nattributes = { price = 'decimal(10,2)' }\n"
+REFUSED = {  # model file, flags, environment, what the message says
+    "a malformed model": ("[entities.product]\nkey = { sku = 'string' }\nattributes = { price = 'money' }\n", [], {},
+                          ["entity 'product'", "attributes column 'price'"]),
+    "columns equal up to case": ("[entities.product]\nkey = { sku = 'string' }\nattributes = { name = 'string', Name = 'string' }\n",
+                                 [], {}, ["entity 'product'", "columns 'name' and 'Name' are one column to Spark"]),
+    "a reserved name up to case": ("[entities.product]\nkey = { sku = 'string' }\nattributes = { IS_DELETED = 'boolean' }\n",
+                                   [], {}, ["entity 'product'", "attributes column 'IS_DELETED'"]),
+    "a directory of the pipeline's": (GOOD_MODEL + "directory = 'key_map'\n", [], {},
+                                      ["entity 'product'", "directory 'key_map' is a name the pipeline uses"]),
+    "a source outside the landing zone in the model": (GOOD_MODEL + "sources = ['../../../x']\n", [], {},
+                                                       ["entity 'product'", "sources: '../../../x' holds a path separator"]),
+    "a source outside the landing zone set by --set": (GOOD_MODEL, ["--set", "sources=crm,../../../x"], {},
+                                                       ["setting 'sources': '../../../x' holds a path separator"]),
+    "a source outside the landing zone in ETL_SOURCES": (GOOD_MODEL, [], {"ETL_SOURCES": "../../../x"},
+                                                         ["environment variable ETL_SOURCES", "'../../../x' holds a path separator"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_refused_model_or_source_fails_every_command_before_anything_is_written(case, capsys, tmp_path, monkeypatch):
+    text, flags, env, said = REFUSED[case]
     model = tmp_path / "model.toml"
-    model.write_text("[entities.product]\nkey = { sku = 'string' }\nattributes = { price = 'money' }\n")
-    roots = [f"--set={r}_root={tmp_path / r}" for r in ("warehouse", "landing", "gx", "runs", "reports")]
-    for command in (["init"], ["run", "--start", "2026-11-22T01:00", "--end", "2026-11-22T02:00"],
-                    ["generate", "--start", "2026-11-22T01:00"]):
-        assert main([*command, "--model-file", str(model), *roots]) == EXIT_CONFIG
+    model.write_text(text)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    # The roots one level down: a name that escaped its root would still be seen in tmp_path.
+    roots = [f"--set={r}_root={tmp_path / 'roots' / r}" for r in ("warehouse", "landing", "gx", "runs", "reports")]
+    for command in COMMANDS:
+        assert main([*command, "--model-file", str(model), *roots, *flags]) == EXIT_CONFIG, command
         err = capsys.readouterr().err
-        assert str(model) in err and "entity 'product'" in err and "attributes column 'price'" in err, err
+        assert "Traceback" not in err and all(s in err for s in said), (command, err)
+        if "model file" in said[0] or "entity" in said[0]:
+            assert str(model) in err, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.toml"]  # nothing written
+
+
+def test_generate_refuses_a_source_outside_the_landing_zone_before_writing(capsys, tmp_path):
+    landing = tmp_path / "roots" / "landing"
+    for sources in ("../../../x", "crm,..", "crm, ./x"):
+        assert main(["generate", "--landing-root", str(landing), "--start", "2026-11-22T01:00", "--duration", "60",
+                     "--sources", sources]) == EXIT_CONFIG
+        err = capsys.readouterr().err
+        assert err.startswith("etl: error: --sources: '") and "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []  # nothing written, inside the landing zone or beside it
+
+
+def test_a_model_file_that_cannot_be_read_fails_with_exit_2_naming_it(capsys, tmp_path):
+    loop, fifo, latin1, deep = (tmp_path / n for n in ("loop.toml", "fifo.toml", "latin1.toml", "deep.toml"))
+    loop.symlink_to(loop)
+    os.mkfifo(fifo)
+    latin1.write_bytes(b"[entities.caf\xe9]\nkey = { k = 'string' }\n")
+    deep.write_text("a = " + "[" * 5000 + "]" * 5000 + "\n")
+    for path, said in ((loop, "cannot be found"), (fifo, "is a FIFO, not a file"), (tmp_path, "is a directory, not a file"),
+                       (latin1, "is not UTF-8 text"), (deep, "nests arrays or tables too deeply")):
+        assert main(["init", "--model-file", str(path), f"--set=warehouse_root={tmp_path / 'w'}"]) == EXIT_CONFIG
+        err = capsys.readouterr().err
+        assert f"model file {str(path)!r}" in err and said in err and "Traceback" not in err, err
+    assert not (tmp_path / "w").exists()

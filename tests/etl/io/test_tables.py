@@ -39,17 +39,18 @@ def test_an_older_warehouse_gains_the_new_columns_and_keeps_its_metrics(spark, c
     old = spark.createDataFrame([tuple(ledger_row(0)[f.name] for f in old_ledger.fields)], old_ledger)
     old.write.format("delta").mode("append").save(cfg.table_path("batch_ledger"))
     gone_since = StructField("dropped_since", StringType())  # a column the view no longer has
-    legacy_schema = StructType([*VIEWS["join_metrics"].schema.fields, gone_since])
+    # and one the view has gained since (the old table never had it: null there)
+    legacy_schema = StructType([*(f for f in VIEWS["join_metrics"].schema.fields if f.name != "clock_skew"), gone_since])
     legacy_row = {**ledger_row(0), "matched": 4, "new": 1, "duplicate": 0, "stale": 0}
     legacy_metrics = spark.createDataFrame([tuple(legacy_row.get(f.name) for f in legacy_schema)], legacy_schema)
     legacy_metrics.write.format("delta").save(cfg.table_path("join_metrics"))
 
     ensure_tables(spark, cfg)
     assert read(spark, cfg, "batch_ledger").schema.fieldNames() == ledger.fieldNames()
-    new = ledger_row(1, matched=3, new=1, duplicate=1, stale=0, keymap_bytes_read=7)
+    new = ledger_row(1, matched=3, new=1, duplicate=1, stale=0, keymap_bytes_read=7, clock_skew=2)
     append(row_frame(spark, "batch_ledger", new), cfg, "batch_ledger")
-    got = {r.batch_seq: (r.matched, r.keymap_bytes_read) for r in read(spark, cfg, "join_metrics").collect()}
-    assert got == {10: (4, None), 11: (3, 7)}  # the old step's metrics from the old table, once
+    got = {r.batch_seq: (r.matched, r.keymap_bytes_read, r.clock_skew) for r in read(spark, cfg, "join_metrics").collect()}
+    assert got == {10: (4, None, None), 11: (3, 7, 2)}  # the old step's metrics from the old table, once
 
 
 def test_an_older_warehouse_s_outcome_log_table_is_read_beside_the_ledger_s_outcomes(spark, cfg):

@@ -10,8 +10,9 @@ from chispa import assert_df_equality
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
+from etl.core.delays import Arrivals, Delays, batch_delays
 from etl.io.tables import ensure_tables, read
-from etl.load.apply import key_map_merge_condition, merge_current, merge_history, merge_key_map, summarise_outcomes
+from etl.load.apply import arrivals_at, key_map_merge_condition, merge_current, merge_history, merge_key_map, summarise_outcomes
 from etl.transforms.history import history_changes, history_validity
 from warehouse.schemas import CUSTOMER_CURRENT, KEY_MAP
 
@@ -64,10 +65,27 @@ def test_merge_current_keeps_the_newest_state_of_each_key(spark, cfg):
 def test_a_batch_summary_counts_outcomes_and_knows_its_first_new_key(spark):
     rows = [("u1", "new", 7, T1), ("u2", "new", 8, T2), ("u3", "matched", 3, T2), ("u4", "duplicate", 3, T3)]
     outcomes = spark.createDataFrame(rows, "update_id string, outcome string, surrogate_key long, arrival_ts timestamp")
-    summary = summarise_outcomes(outcomes)
+    summary = summarise_outcomes(outcomes, cut_s=T3.timestamp())
     assert summary["n"] == 4 and summary["min_new_key"] == 7
     assert summary["counts"] == {"matched": 1, "new": 2, "duplicate": 1, "stale": 0}
-    assert summary["avg_arrival_s"] == pytest.approx(sum(t.timestamp() for _, _, _, t in rows) / 4)
+    assert summary["arrivals"] == Arrivals(T3.timestamp(), 4, sum(t.timestamp() for _, _, _, t in rows) / 4, T1.timestamp(), 0, None)
+    assert summarise_outcomes(outcomes)["arrivals"] is None  # recovery's summary: no delays
+
+
+def test_a_batch_summary_splits_arrivals_after_the_commit_off_as_clock_skew(spark):
+    """A replayed producer stamped two updates months after the commit; a third lies between the
+    summary's cut and the commit: the split is taken again at the commit, where it is on time."""
+    future = datetime(2027, 3, 10, 10, 20)
+    rows = [("u1", "new", 7, T1), ("u2", "new", 8, future), ("u3", "matched", 7, future), ("u4", "matched", 8, T3)]
+    outcomes = spark.createDataFrame(rows, "update_id string, outcome string, surrogate_key long, arrival_ts timestamp")
+    cut, commit = T2.timestamp(), T3.timestamp() + 1
+    arrivals = summarise_outcomes(outcomes, cut_s=cut)["arrivals"]
+    assert arrivals == Arrivals(cut, 1, T1.timestamp(), T1.timestamp(), 3, T3.timestamp())
+    assert not arrivals.split_as_at(commit)
+    at_commit = arrivals_at(outcomes, commit)
+    assert at_commit == Arrivals(commit, 2, (T1.timestamp() + T3.timestamp()) / 2, T1.timestamp(), 2, future.timestamp())
+    assert batch_delays(commit, at_commit) == Delays(commit - (T1.timestamp() + T3.timestamp()) / 2,
+                                                     commit - T1.timestamp(), measured=2, clock_skew=2)
 
 
 def test_the_key_map_merge_reads_only_the_segments_the_batch_touches(spark, tmp_path):

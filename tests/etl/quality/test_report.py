@@ -2,14 +2,16 @@
 
 import csv
 from datetime import timedelta
+from decimal import Decimal
 
 from etl import jobs
 from etl.core.interval import Interval
-from etl.core.panes import windows
+from etl.core.panes import Pane, delay_bucket, windows
 from etl.generator import StreamSpec, generate_stream
-from etl.io.tables import read
-from etl.quality.report import build_report
+from etl.io.tables import append, read
+from etl.quality.report import build_report, pane_aggregates
 from tests.helpers import T0
+from warehouse.schemas import BATCH_LEDGER
 
 RUN = Interval(T0, T0 + timedelta(minutes=3))
 
@@ -41,3 +43,34 @@ def test_report_counts_every_update_once_and_draws_the_plot(spark, cfg):
             assert 0 < float(r["delay_avg_s"]) <= float(r["delay_max_s"]) <= float(r["delay_p99_s"]) * 1.1 + 1
     with open(rep["plot"], "rb") as f:
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_updates_that_arrived_after_their_commit_are_clock_skew_in_no_delay(spark, cfg):
+    """A producer that stamped updates after their batch's commit (a replay, a clock ahead): each
+    pane counts them as clock_skew and leaves them out of its delay sum, count, maximum and histogram."""
+    cfg = cfg.replace(report_window_seconds=120, report_slide_seconds=60)
+
+    def logged(update_id: str, arrived_s: int, outcome: str = "new") -> dict:
+        at = T0 + timedelta(seconds=arrived_s)
+        return dict(update_id=update_id, source_id="crm", natural_key=update_id, op="upsert", name="A", email="a@x",
+                    city="Oslo", balance=Decimal("1.00"), source_seq=1, event_ts=at, arrival_ts=at, row_hash="h",
+                    outcome=outcome, reason=None, surrogate_key=1, stored_source_seq=None, applies=True, is_last_applied=True)
+
+    def batch(seq: int, committed_s: int, outcomes: list[dict]) -> tuple:
+        row = dict(run_key=RUN.run_key, batch_index=seq, batch_seq=seq, strategy="native", updates_in=len(outcomes),
+                   keys_allocated=0, next_surrogate_key=1, committed_at=T0 + timedelta(seconds=committed_s), outcomes=outcomes)
+        return tuple(row.get(f.name) for f in BATCH_LEDGER)
+
+    rows = [batch(1, 30, [logged("u1", 10), logged("u2", 100), logged("u3", 150)]),  # u2, u3: after the commit
+            batch(2, 180, [logged("u4", 70, "matched")])]
+    append(spark.createDataFrame(rows, BATCH_LEDGER), cfg, "batch_ledger")
+
+    t0 = int(T0.timestamp())
+    counts = {"updates": 0, "matched": 0, "new": 0, "duplicate": 0, "stale": 0}
+    assert pane_aggregates(spark, cfg, RUN) == {
+        ("crm", t0): Pane(counts={**counts, "updates": 1, "new": 1}, delay_sum_s=20.0, delay_n=1, delay_max_s=20.0,
+                          histogram={delay_bucket(20.0): 1}),
+        ("crm", t0 + 60): Pane(counts={**counts, "updates": 2, "new": 1, "matched": 1}, delay_sum_s=110.0, delay_n=1,
+                               delay_max_s=110.0, histogram={delay_bucket(110.0): 1}, clock_skew=1),
+        ("crm", t0 + 120): Pane(counts={**counts, "updates": 1, "new": 1}, clock_skew=1),
+    }

@@ -1,0 +1,21 @@
+"""The run report (etl.jobs.report and format_report) from the stage summaries, without Spark."""
+
+from datetime import timedelta
+
+from etl import jobs
+from etl.core.interval import Interval
+from tests.helpers import T0
+
+RUN = Interval(T0, T0 + timedelta(minutes=5))
+
+
+def test_the_report_says_the_clock_skew_it_left_out_of_the_delays(cfg):
+    """A load whose producer stamped 3 updates after their batch's commit: the delays are the
+    others', and the report says how many were left out (it used to print -9,365,301 s)."""
+    jobs.write_summary(cfg, RUN, "load", {"strategy": "native", "outcomes": {"new": 100}, "keys_allocated": 100,
+                                          "batches_committed": 1, "batches_already_done": 0,
+                                          "delay_avg_s": 12.34, "delay_p99_s": 40.06, "clock_skew": 3})
+    lines = jobs.format_report(jobs.report(cfg, RUN)).splitlines()
+    assert "  production delay    avg 12.3 s, p99 40.1 s (3 updates with arrival after commit: clock skew, left out)" in lines
+    jobs.write_summary(cfg, RUN, "load", {"strategy": "native", "delay_avg_s": 12.34, "delay_p99_s": 40.06})
+    assert "  production delay    avg 12.3 s, p99 40.1 s" in jobs.format_report(jobs.report(cfg, RUN)).splitlines()

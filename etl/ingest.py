@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta, timezone
 from typing import Iterator
 
 from pyspark.sql import DataFrame
@@ -148,29 +148,30 @@ def check_landed_files(spark, cfg: EtlConfig, files: list[LandedFile]) -> DataFr
     return listed.mapInArrow(_check_partition(cfg.max_record_bytes, tuple(cfg.sources), entity), checked_schema(entity))
 
 
-def check_records(records, meta: dict, a: datetime, b: datetime, max_record_bytes: int, sources: tuple[str, ...],
-                  entity: Entity) -> Iterator[dict]:
+def check_records(records, meta: dict, max_record_bytes: int, sources: tuple[str, ...], entity: Entity) -> Iterator[dict]:
     """Every record of the recorded ranges as a ``CHECKED`` row, then one row per range (its
     fingerprint: value bytes, SHA-256 over offsets and values, records, tombstones). ``records``
-    come sorted by topic, partition and offset; ``meta``: ``(topic, partition)`` -> ``(input,
-    range name)``. Arrival is the record's timestamp; its minute is kept inside ``[a, b)``, the
-    piece that read it, as a landing file's lines are kept in the file's minute."""
-    last = b - timedelta(microseconds=1)
-    group, state = None, None
+    come sorted by topic, partition and offset; ``meta``: ``(topic, partition)`` -> its ranges as
+    ``(start, end, input, name, piece start, piece end)`` in offset order; a record in none of them
+    is not this read's. Arrival is the record's timestamp; its minute is kept inside the piece
+    that decided its range, as a landing file's lines are kept in the file's minute."""
+    current, state = None, None
 
     def file_row():
-        spec, name = meta[group]
+        _, _, spec, name, a, _ = current
         return dict(kind="file", path_source_id=spec.source, file_name=name, arrival_minute=a, file_bytes=state[1],
                     file_sha256=state[0].hexdigest(), file_lines=state[2], file_blank_lines=state[3])
 
     for rec in records:
-        at = (rec["topic"], rec["partition"])
-        if at != group:
-            if group is not None:
-                yield file_row()
-            group, state = at, [hashlib.sha256(), 0, 0, 0]
-        spec, name = meta[group]
         value, offset = rec["value"], rec["offset"]
+        mine = next((m for m in meta[(rec["topic"], rec["partition"])] if m[0] <= offset < m[1]), None)
+        if mine is None:
+            continue
+        if mine is not current:
+            if current is not None:
+                yield file_row()
+            current, state = mine, [hashlib.sha256(), 0, 0, 0]
+        _, _, spec, name, a, b = current
         state[0].update(f"{offset}:{-1 if value is None else len(value)}:".encode())
         if value is None:
             state[3] += 1
@@ -180,7 +181,7 @@ def check_records(records, meta: dict, a: datetime, b: datetime, max_record_byte
         state[2] += 1
         ts = rec["timestamp"]
         ts = ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
-        minute = min(max(ts, a), last).replace(second=0, microsecond=0)
+        minute = min(max(ts, a), b - timedelta(microseconds=1)).replace(second=0, microsecond=0)
         row = dict(kind="line", update_id=f"{name.rsplit(':', 1)[0]}:{offset:019d}", path_source_id=spec.source,
                    file_name=name, line_number=offset, arrival_minute=minute)
         try:
@@ -191,39 +192,40 @@ def check_records(records, meta: dict, a: datetime, b: datetime, max_record_byte
             row.update(source_id=u.source_id, natural_key=u.natural_key, op=u.op, source_seq=u.source_seq,
                        event_ts=u.event_ts, arrival_ts=ts, **u.columns())
         yield row
-    if group is not None:
+    if current is not None:
         yield file_row()
 
 
-def _check_kafka_partition(meta: dict, a: datetime, b: datetime, max_record_bytes: int, sources: tuple[str, ...],
-                           entity: Entity):
+def _check_kafka_partition(meta: dict, max_record_bytes: int, sources: tuple[str, ...], entity: Entity):
     def run(batches):
         records = (r for batch in batches for r in batch.to_pylist())
-        yield from _arrow_batches(check_records(records, meta, a, b, max_record_bytes, sources, entity), entity)
+        yield from _arrow_batches(check_records(records, meta, max_record_bytes, sources, entity), entity)
 
     return run
 
 
-def check_kafka_ranges(spark, cfg: EtlConfig, ranges: list, a: datetime, b: datetime, absent: list = ()) -> DataFrame | None:
-    """The ``CHECKED`` rows of the ranges' records (``ranges``: ``(input, OffsetRange)``), read
-    with Spark's Kafka source; an empty range still gets its row, the record of where it ended, and
-    so does a topic recorded as absent (``absent``: ``(input, name)``)."""
+def check_kafka_ranges(spark, cfg: EtlConfig, ranges: list, absent: list = ()) -> DataFrame | None:
+    """The ``CHECKED`` rows of the ranges' records (``ranges``: ``etl.io.kafka.PlannedRange``),
+    read with Spark's Kafka source; an empty range still gets its row, the record of where it
+    ended, and so does a topic recorded as absent (``absent``: ``(input, name, piece start)``)."""
     if not ranges and not absent:
         return None
     entity = cfg.entity_model
     schema = checked_schema(entity)
-    meta = {(r.topic, r.partition): (spec, r.name) for spec, r in ranges}
-    nothing = [(spec, r.name) for spec, r in ranges if r.records == 0] + list(absent)
+    meta: dict = {}
+    for p in sorted(ranges, key=lambda p: p.range.start):
+        r = p.range
+        meta.setdefault((r.topic, r.partition), []).append((r.start, r.end, p.input, r.name, p.start, p.end))
+    nothing = [(p.input, p.range.name, p.start) for p in ranges if p.range.records == 0] + list(absent)
     empty = [dict(kind="file", path_source_id=spec.source, file_name=name, arrival_minute=a, file_bytes=0,
                   file_sha256=EMPTY_SHA256, file_lines=0, file_blank_lines=0)
-             for spec, name in nothing]
+             for spec, name, a in nothing]
     out = spark.createDataFrame([tuple(row.get(f) for f in schema.fieldNames()) for row in empty], schema) if empty else None
-    raw = read_ranges(spark, client_properties(cfg), [r for _, r in ranges])
+    raw = read_ranges(spark, client_properties(cfg), [p.range for p in ranges])
     if raw is not None:
         ordered = raw.repartition(max(1, min(len(meta), spark.sparkContext.defaultParallelism * 2)), "topic", "partition")
         ordered = ordered.sortWithinPartitions("topic", "partition", "offset")
-        checked = ordered.mapInArrow(
-            _check_kafka_partition(meta, a, b, cfg.max_record_bytes, tuple(cfg.sources), entity), schema)
+        checked = ordered.mapInArrow(_check_kafka_partition(meta, cfg.max_record_bytes, tuple(cfg.sources), entity), schema)
         out = checked if out is None else out.unionByName(checked)
     return out
 

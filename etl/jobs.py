@@ -22,7 +22,7 @@ from etl.core.offsets import PREFIX
 from etl.core.stream_plan import is_window_boundary, windows_before
 from etl.ingest import EMPTY_SHA256, check_kafka_ranges, check_landed_files, to_ingested, to_landed_files, to_rejected
 from etl.io.files import write_json
-from etl.io.kafka import KafkaPlan, check_broker, plan_ranges, read_failure
+from etl.io.kafka import KafkaPlan, check_broker, client_properties, plan_ranges, read_failure
 from etl.io.landing import landing_file, move_tail
 from etl.io.lock import LoadLock
 from etl.io.runs import (
@@ -35,6 +35,7 @@ from etl.io.runs import (
     recorded_files,
     scan_sources,
 )
+from etl.io.sequence_store import check_sequence_definition
 from etl.io.tables import ensure_tables, read, replace_where
 from etl.load.loader import Loader
 from etl.quality.gate import run_load_gate
@@ -76,6 +77,7 @@ def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
     started loading and its landing files changed since (docs/ingest.md)."""
     scan = scan_sources(cfg, interval.start, interval.end)
     check_broker(spark, cfg)
+    check_sequence_definition(cfg)
     ensure_tables(spark, cfg)
     known = known_runs(spark, cfg)
     check_no_overlap(spark, cfg, interval, known)
@@ -89,7 +91,7 @@ def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
     run = f"run_key = '{interval.run_key}'"
     reasons, n_lines, n_blank = _write_checked(spark, cfg, interval, scan, kafka, interval.start, interval.end, run, run, run)
     summary = ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, n_lines, n_blank, reasons,
-                             ranges=len(kafka.ranges))
+                             ranges=len(kafka.ranges), kafka_lost=kafka.lost_records)
     write_summary(cfg, interval, "ingest", summary)
     check_rejections(cfg, interval, summary)
     return summary
@@ -104,14 +106,15 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         log.warning("skipped %s: %s", s.name, s.reason)
     checked = check_landed_files(spark, cfg, scan.files)
     try:
-        records = check_kafka_ranges(spark, cfg, kafka.ranges, a, b, kafka.absent)
+        records = check_kafka_ranges(spark, cfg, kafka.ranges, kafka.absent)
         if records is not None:
             checked = checked.unionByName(records)
         checked = checked.cache()
         checked.count()  # read once: a broker that stops answering fails the run here, before any write
     except Exception as exc:
         checked.unpersist()
-        meaning = read_failure(exc, [r for _, r in kafka.ranges], interval.run_key) if kafka.ranges else None
+        meaning = (read_failure(exc, [p.range for p in kafka.ranges], interval.run_key, client_properties(cfg))
+                   if kafka.ranges else None)
         if meaning is None:
             raise
         raise meaning from None
@@ -146,13 +149,14 @@ def _check_recorded(interval: Interval, recorded: dict[str, tuple[int, str]], fi
 
 
 def ingest_summary(interval: Interval, files: int, skipped, n_lines: int, n_blank: int, reasons: Counter,
-                   ranges: int = 0) -> dict:
+                   ranges: int = 0, kafka_lost: int = 0) -> dict:
     n_rejected = sum(reasons.values())
     return {
         "run_key": interval.run_key,
         "interval": [interval.start.isoformat(), interval.end.isoformat()],
         "files": files,
         "kafka_ranges": ranges,
+        "kafka_records_lost": kafka_lost,  # deleted by the broker before any run read them (skipped names them)
         "skipped": [{"name": s.name, "reason": s.reason} for s in skipped],
         "lines": n_lines,
         "blank_lines": n_blank,
@@ -180,6 +184,7 @@ def ingest_minutes(spark, cfg: EtlConfig, interval: Interval, start, end) -> dic
     if not (is_window_boundary(interval, mbs, start) and is_window_boundary(interval, mbs, end)):
         raise ValueError(f"[{start}, {end}) splits an arrival window of run {interval.run_key}")
     scan = scan_sources(cfg, start, end)
+    check_sequence_definition(cfg)
     kafka = plan_ranges(spark, cfg, interval, start, end)
     run = f"run_key = '{interval.run_key}'"
     lo, hi = windows_before(interval, mbs, start), windows_before(interval, mbs, end)
@@ -188,10 +193,10 @@ def ingest_minutes(spark, cfg: EtlConfig, interval: Interval, start, end) -> dic
     reasons, n_lines, n_blank = _write_checked(
         spark, cfg, interval, scan, kafka, start, end, f"{run} AND batch_index >= {lo} AND batch_index < {hi}", minutes, minutes)
     return ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, n_lines, n_blank, reasons,
-                          ranges=len(kafka.ranges))
+                          ranges=len(kafka.ranges), kafka_lost=kafka.lost_records)
 
 
-def run_ingest_summary(spark, cfg: EtlConfig, interval: Interval, skipped) -> dict:
+def run_ingest_summary(spark, cfg: EtlConfig, interval: Interval, skipped, kafka_lost: int = 0) -> dict:
     """The summary ``ingest`` writes, made from the run's rows (the always-on loader ingested it in
     pieces)."""
     run = f"run_key = '{interval.run_key}'"
@@ -201,7 +206,7 @@ def run_ingest_summary(spark, cfg: EtlConfig, interval: Interval, skipped) -> di
         F.sum("lines"), F.sum("blank_lines")).first()
     reasons = Counter({r[0]: r[1] for r in read(spark, cfg, "rejected_updates").where(run).groupBy("reason").count().collect()})
     return ingest_summary(interval, int(files[0]), skipped, int(files[2] or 0), int(files[3] or 0), reasons,
-                          ranges=int(files[1]))
+                          ranges=int(files[1]), kafka_lost=kafka_lost)
 
 
 def late_lines(spark, cfg: EtlConfig, interval: Interval, move_to=None) -> dict:
@@ -291,6 +296,7 @@ def report(cfg: EtlConfig, interval: Interval) -> dict:
         "rejected_by_reason": ingest_s.get("rejected_by_reason", {}),
         "blank_lines": ingest_s.get("blank_lines", 0),
         "skipped": ingest_s.get("skipped", []),
+        "kafka_records_lost": ingest_s.get("kafka_records_lost", 0),
         "keys_allocated": load_s.get("keys_allocated", 0),
         "inferred_members": load_s.get("inferred_members", {}),  # a fact's: per dimension
         "batches_committed": load_s.get("batches_committed", 0),
@@ -317,11 +323,17 @@ def format_report(rep: dict, cfg: EtlConfig | None = None) -> str:
         lines.append("  rejected by reason  " + ", ".join(f"{k}={v}" for k, v in rep["rejected_by_reason"].items()))
     if rep.get("blank_lines"):
         lines.append(f"  blank lines         {rep['blank_lines']} (not updates)")
-    if rep.get("skipped"):
-        lines.append(f"  skipped entries     {len(rep['skipped'])} in the landing zone, not landing files (not read):")
-        lines.extend(f"    {s['name']}: {s['reason']}" for s in rep["skipped"][:10])
-        if len(rep["skipped"]) > 10:
-            lines.append(f"    ... and {len(rep['skipped']) - 10} more (ingest summary)")
+    if rep.get("kafka_records_lost"):
+        lines.append(f"  KAFKA RECORDS LOST  {rep['kafka_records_lost']} (deleted by the broker before any run read them)")
+    landing = [s for s in rep.get("skipped", []) if not s["name"].startswith(PREFIX)]
+    kafka = [s for s in rep.get("skipped", []) if s["name"].startswith(PREFIX)]
+    for entries, what in ((kafka, "of Kafka, not read by this run:"),
+                          (landing, "in the landing zone, not landing files (not read):")):
+        if entries:
+            lines.append(f"  skipped entries     {len(entries)} {what}")
+            lines.extend(f"    {s['name']}: {s['reason']}" for s in entries[:10])
+            if len(entries) > 10:
+                lines.append(f"    ... and {len(entries) - 10} more (ingest summary)")
     lines.append(f"  keys allocated      {rep['keys_allocated']}")
     if rep.get("inferred_members"):
         lines.append("  inferred members    " + ", ".join(f"{d}={n}" for d, n in rep["inferred_members"].items())

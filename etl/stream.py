@@ -70,11 +70,11 @@ class Stream:
     def run(self, start: datetime | None = None, until: datetime | None = None) -> list[dict]:
         """Load run after run from ``start`` (default: the open run, else the one after the last
         run loaded, else the one now) until ``stop()``, or until the runs before ``until`` are done."""
-        if not self._waiting_for_kafka("the stream starts", lambda: check_broker(self.spark, self.cfg)):
-            return self.finished
-        ensure_tables(self.spark, self.cfg)
-        interval = self._first_run(start)
         try:
+            if not self._waiting_for_kafka("the stream starts", lambda: check_broker(self.spark, self.cfg)):
+                return self.finished
+            ensure_tables(self.spark, self.cfg)
+            interval = self._first_run(start)
             while not self.stopping and (until is None or interval.start < until):
                 if self._load_run(interval):
                     interval = schedule_interval(self.cfg.schedule, interval.end)
@@ -157,6 +157,7 @@ class Stream:
                 if piece is None:
                     return False
                 state["skipped"] += piece["skipped"]
+                state["kafka_records_lost"] = state.get("kafka_records_lost", 0) + piece.get("kafka_records_lost", 0)
                 state["ingested_through"] = ready.isoformat()
                 self._save(interval, state, result)
                 self.progress(f"run {interval.run_key}: minutes {through:%H:%M}-{ready:%H:%M} ingested "
@@ -211,7 +212,7 @@ class Stream:
     def _finish(self, interval: Interval, state: dict, result: LoadResult) -> None:
         """The run's summaries, as ``etl ingest`` and ``etl load`` write them, then forget its state."""
         skipped = [Skipped(s["name"], s["reason"]) for s in state["skipped"]]
-        ingest_summary = jobs.run_ingest_summary(self.spark, self.cfg, interval, skipped)
+        ingest_summary = jobs.run_ingest_summary(self.spark, self.cfg, interval, skipped, state.get("kafka_records_lost", 0))
         jobs.write_summary(self.cfg, interval, "ingest", ingest_summary)
         summary = result.summary()
         summary["rejected"] = ingest_summary["rejected"]

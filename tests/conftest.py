@@ -74,10 +74,13 @@ def empty_warehouse(spark, tmp_path_factory) -> Path:
 
 
 def pytest_collection_modifyitems(items):
-    """Tests that take the ``spark`` fixture are marked ``spark`` (``make test-fast`` skips them)."""
+    """Tests that take the ``spark`` fixture are marked ``spark`` (``make test-fast`` skips them).
+    Each test's tier goes into the JUnit report CI writes (``scripts/test_times.py`` sums it)."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
+        tier = next((t for t in ("slow", "e2e", "spark") if item.get_closest_marker(t)), "pure")
+        item.user_properties.append(("tier", tier))
 
 
 def pytest_configure(config):

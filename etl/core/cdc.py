@@ -37,7 +37,7 @@ from datetime import date, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
-from etl.core.model import TIMESTAMP_UNITS, Column, Entity, Input
+from etl.core.model import CONNECTOR_SEQUENCES, TIMESTAMP_UNITS, Column, Entity, Input
 from etl.core.records import Reject, Update, check_record, parse_object
 
 UPSERT_OPS = ("c", "u", "r")
@@ -47,11 +47,16 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _EPOCH_DAY = date(1970, 1, 1)
 _MICROS_PER_SECOND = 1_000_000
 _KAFKA_DECIMAL = "org.apache.kafka.connect.data.Decimal"
-_INT32 = 2**31
 # A log position's text forms: Oracle's SCN (decimal digits), SQL Server's LSN (hex groups, e.g.
 # 00000027:00000758:0003, one part each), PostgreSQL's text LSN (16/B374D848, one 64-bit number)
 # and a binlog file name (mysql-bin.000003: its number).
 _NUMBER_TEXT = re.compile(r"[0-9]{1,20}")
+# A decimal's scale (a schema's parameter, a VariableScaleDecimal's field) and its bytes: far more
+# than any decimal(38,s) needs, small enough that a hostile event cannot make a number too big to
+# print (Python refuses int -> text past 4,300 digits) and poison every run that reads it again.
+_SCALE_TEXT = re.compile(r"[0-9]{1,3}")
+MAX_SCALE = 999
+MAX_DECIMAL_BYTES = 64
 _HEX_GROUPS = re.compile(r"[0-9A-Fa-f]{1,16}(?::[0-9A-Fa-f]{1,16})+")
 _PG_LSN = re.compile(r"([0-9A-Fa-f]{1,8})/([0-9A-Fa-f]{1,8})")
 _LOG_FILE = re.compile(r"([A-Za-z0-9_.-]{1,255})\.([0-9]{1,10})")
@@ -68,6 +73,8 @@ class _Unreadable:
 
 
 UNREADABLE = _Unreadable()
+# Debezium's ``unavailable.value.placeholder`` default.
+UNAVAILABLE_PLACEHOLDER = "__debezium_unavailable_value"
 
 
 def _is_integer(value: Any) -> bool:
@@ -100,7 +107,7 @@ def _unscaled(text: Any) -> int | None:
         raw = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         return None
-    if not raw or base64.b64encode(raw).decode("ascii") != text:
+    if not raw or len(raw) > MAX_DECIMAL_BYTES or base64.b64encode(raw).decode("ascii") != text:
         return None
     return int.from_bytes(raw, "big", signed=True)
 
@@ -114,7 +121,7 @@ def _decimal(value: Any, handling: str, scale: int) -> Any:
         return value if isinstance(value, (int, Decimal)) and not isinstance(value, bool) else UNREADABLE
     if isinstance(value, dict) and set(value) == {"scale", "value"}:  # VariableScaleDecimal: its own scale
         scale, value = value["scale"], value["value"]
-        if not _is_integer(scale) or not -_INT32 <= scale < _INT32:  # the struct's scale is an INT32
+        if not _is_integer(scale) or not -MAX_SCALE <= scale <= MAX_SCALE:  # an INT32; no decimal(38,s) needs more
             return UNREADABLE
     unscaled = _unscaled(value)
     if unscaled is None:
@@ -124,9 +131,13 @@ def _decimal(value: Any, handling: str, scale: int) -> Any:
 
 def _value(column: Column, value: Any, spec: Input, scale: int) -> Any:
     """Debezium's encodings as the line rules read them: a date's days and a timestamp's integer as
-    ISO text, a decimal decoded (``_decimal``); anything else as given."""
+    ISO text, a decimal decoded (``_decimal``); anything else as given. The placeholder of a value
+    the connector could not read (an unchanged TOASTed column under Postgres's default REPLICA
+    IDENTITY) is no value: refused, never stored over the real one."""
     if value is None:
         return None
+    if value == UNAVAILABLE_PLACEHOLDER:
+        return UNREADABLE
     kind = column.type.kind
     if kind == "decimal":
         return _decimal(value, spec.decimal_handling, scale)
@@ -146,13 +157,18 @@ def _declared_scales(schema: Any, block: str) -> dict[str, int]:
     schema (``schemas.enable=true``): the source column's own, which the base64 bytes are in."""
     scales = {}
     fields = schema.get("fields") if isinstance(schema, dict) else None
-    row = next((f for f in fields or () if isinstance(f, dict) and f.get("field") == block), None)
-    for f in (row or {}).get("fields") or ():
+    row = next((f for f in _list(fields) if isinstance(f, dict) and f.get("field") == block), None)
+    for f in _list(row.get("fields") if row else None):
         if isinstance(f, dict) and f.get("name") == _KAFKA_DECIMAL and isinstance(f.get("field"), str):
-            scale = (f.get("parameters") or {}).get("scale")
-            if isinstance(scale, str) and _NUMBER_TEXT.fullmatch(scale):
+            parameters = f.get("parameters")
+            scale = parameters.get("scale") if isinstance(parameters, dict) else None
+            if isinstance(scale, str) and _SCALE_TEXT.fullmatch(scale):
                 scales[f["field"]] = int(scale)
     return scales
+
+
+def _list(value: Any) -> list:
+    return value if isinstance(value, list) else []
 
 
 def _position_parts(value: Any) -> list[int] | None:
@@ -224,6 +240,11 @@ def as_line(event: dict, source_id: str, entity: Entity, spec: Input) -> dict:
     if not isinstance(row, dict):
         raise Reject("bad_envelope")
     scales = _declared_scales(schema, block)
+    source = event.get("source")
+    connector = source.get("connector") if isinstance(source, dict) else None
+    if isinstance(connector, str) and connector in CONNECTOR_SEQUENCES and connector != spec.connector \
+            and spec.sequence == CONNECTOR_SEQUENCES[spec.connector][0]:
+        raise Reject("bad_envelope")  # another connector's event, its position read by the declared one's rule
 
     def value(c: Column) -> Any:
         name = spec.field_of(c.name)
@@ -243,7 +264,15 @@ def check_change(value: bytes | None, source_id: str, max_record_bytes: int, sou
     if value is None:
         return None
     event = parse_object(value, max_record_bytes)
-    return check_record(as_line(event, source_id, entity, spec), source_id, sources, entity)
+    try:
+        line = as_line(event, source_id, entity, spec)
+    except Reject:
+        raise
+    except (ArithmeticError, AttributeError, LookupError, TypeError, ValueError, RecursionError):
+        # An envelope shaped unlike any connector's (a schema of the wrong types, numbers past any
+        # bound) must not stop every run that reads it again: it is a bad event, quarantined.
+        raise Reject("bad_envelope") from None
+    return check_record(line, source_id, sources, entity)
 
 
 def check_input(value: bytes | None, source_id: str, max_record_bytes: int, sources: tuple[str, ...],

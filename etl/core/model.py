@@ -68,6 +68,13 @@ RESERVED = frozenset({
     "valid_from", "valid_to", "is_current", "kind", "path_source_id", "file_name", "line_number", "raw_line",
     "arrival_minute", "reject_reason", "file_bytes", "file_sha256", "file_lines", "file_blank_lines",
     "stands_for", "attributes", "strategy", "count", "is_new", "is_inferred",
+    # The ledger's columns: the log (``outcome_log``) puts them beside the declared ones.
+    "updates_in", "keys_allocated", "next_surrogate_key", "committed_at", "outcomes", "matched", "new",
+    "duplicate", "stale", "keymap_bytes_read", "segments_probed", "segments_admitted", "segments_evicted",
+    "resident_bytes", "wait_buffer_tuples", "queue_tuples", "disk_cycle", "delay_avg_s", "delay_p99_s",
+    "clock_skew", "batch_started_at", "duration_s",
+    # key_map's, which the strategies join onto the updates.
+    "created_batch_seq", "first_arrival_ts", "last_arrival_ts",
 })
 _RESERVED_PREFIXES = ("km_", "o_", "_")
 # What the pipeline keeps directly under a root beside the entities' directories, so no entity's
@@ -268,6 +275,19 @@ class Model:
         raise ConfigError(f"model file {self.path!r}: no entity {name!r} (declared: {', '.join(self.names)})")
 
 
+def sequence_definition(entity: Entity) -> dict[str, Any]:
+    """How each source's versions are ordered, as recorded with the warehouse
+    (``etl.io.sequence_store``): the entity's attribute, the line's ``source_seq``, or a change
+    event's log position (connector, fields, widths). ``*``: any source not declared as an input."""
+    if entity.sequence_column is not None:
+        return {"*": {"attribute": entity.sequence, "type": str(entity.sequence_column.type)}}
+    out: dict[str, Any] = {"*": {"field": DEFAULT_SEQUENCE}}
+    for i in entity.inputs:
+        if i.format == "debezium":
+            out[i.source] = {"connector": i.connector, "sequence": list(i.sequence), "sequence_bits": list(i.sequence_bits)}
+    return out
+
+
 def parse_type(text: Any) -> ColumnType:
     """``ValueError`` with what is accepted, for anything but the six type names."""
     if not isinstance(text, str):
@@ -306,12 +326,16 @@ def source_name_problem(name: Any) -> str | None:
         return "is only whitespace"
     if any(unicodedata.category(ch) == "Cc" for ch in name):
         return "holds a control character (NUL, a line break, a tab, ...)"
+    if any(unicodedata.category(ch) in ("Cf", "Zl", "Zp") for ch in name):
+        return "holds an invisible format or separator character (a bidirectional override, U+2028, ...)"
     if name != name.strip():
         return "begins or ends with whitespace"
     if name in (".", ".."):
         return "is '.' or '..', which every folder holds already"
     if "/" in name or "\\" in name:
         return "holds a path separator ('/' or '\\')"
+    if ":" in name:
+        return "holds ':', which separates a line's file from its number in update_id, and drives on Windows"
     try:
         size = len(name.encode("utf-8"))
     except UnicodeEncodeError:  # a lone surrogate: what an undecodable byte of the environment becomes
@@ -538,6 +562,10 @@ def _input_sequence(where: str, spec: Mapping, connector_paths: tuple[str, ...],
         raise ConfigError(f"{where}: sequence {raw!r} must name a field of the event (\"ts_ms\") or of its source block "
                           f"(\"source.lsn\"), or be a list of them compared in order ([\"source.file\", \"source.pos\"])")
     paths = tuple(paths)
+    if "source.pos" in paths and "source.file" not in paths:  # MySQL's and MariaDB's position in a binlog file
+        raise ConfigError(f"{where}: sequence {list(paths)!r}: source.pos starts again in every binlog file, so later "
+                          f"changes would be judged stale; order by [\"source.file\", \"source.pos\", \"source.row\"] "
+                          f"(connector = \"mysql\" or \"mariadb\" does)")
     if "sequence_bits" not in spec:
         if "sequence" not in spec:
             return paths, connector_bits

@@ -6,10 +6,11 @@ its first ingest and never again: it reads exactly its recorded ranges from then
 partition or topic that appears later is read by a later piece. A new piece reads, per partition,
 ``[start, end)`` where
 
-- ``start`` is where the recorded range before it ended; a partition with none starts at its
-  beginning when the warehouse has read this source before (the partition or topic appeared
-  since: its records, whatever their timestamps, were in no range), and otherwise (the source's
-  first piece) at the first offset timestamped at or after ``a``;
+- ``start`` is where the recorded range before it ended. A partition with no range at all while
+  the warehouse has read this source (the partition or topic appeared since: its records,
+  whatever their timestamps, are in no range) starts at its beginning. Otherwise (the source's
+  first piece, or a backfill before the partition's first range) at the first offset timestamped
+  at or after ``a``;
 - ``end`` is where the recorded range after it starts; with none, the first offset timestamped at
   or after ``b``, or the partition's end when there is none yet.
 
@@ -121,7 +122,7 @@ class Skip:
 
 
 def plan(topic: str, partition: int, a: datetime, recorded: list[Recorded], now: PartitionNow,
-         source_read_before: bool) -> tuple[OffsetRange, Skip | None]:
+         source_read: bool) -> tuple[OffsetRange, Skip | None]:
     """The range of a new piece starting at ``a`` (rules in the module's docstring), and the
     offsets before it that retention deleted unread, if any."""
     mine = [r for r in recorded if r.range and r.topic == topic and r.range.partition == partition]
@@ -135,13 +136,13 @@ def plan(topic: str, partition: int, a: datetime, recorded: list[Recorded], now:
             raise OffsetsWentBack(
                 f"{PREFIX}{topic}:{partition} ends at offset {now.end}, before offset {start} that a recorded "
                 f"range reached: the topic was deleted and created again")
-    elif source_read_before:
-        start = 0  # appeared after the source was first read: all of it is unread
+    elif source_read and not mine:
+        start = 0  # appeared after the source was first read (no range anywhere): all of it is unread
     else:
         start = now.end if now.at_a is None else now.at_a
     skip = None
     first_held = now.begin if bound is None else min(now.begin, bound)
-    if (earlier or source_read_before) and first_held > start:
+    if (earlier or (source_read and not mine)) and first_held > start:
         why = "deleted by the broker (retention) before any run read them"
         skip = Skip(topic, partition, start, first_held, why if earlier else why + ": the partition or topic "
                                                                            "appeared after the source was first read")
@@ -164,10 +165,12 @@ class PiecePlan:
 
 
 def plan_topic(topic: str, a: datetime, own: list[Recorded], others: list[Recorded],
-               partitions: dict[int, PartitionNow] | None, source_read_before: bool, decided: bool) -> PiecePlan:
+               partitions: dict[int, PartitionNow] | None, source_read: bool, decided: bool) -> PiecePlan:
     """One topic of a piece starting at ``a``. ``own``: what this piece recorded of the topic
-    already; ``partitions``: the broker's partitions now (None: the topic does not exist);
-    ``decided``: the piece was ingested or loaded before (its input is fixed)."""
+    already; ``others``: what other pieces recorded; ``partitions``: the broker's partitions now
+    (None: the topic does not exist); ``source_read``: another piece, earlier or later, has
+    recorded this source's topics; ``decided``: the piece was ingested or loaded before (its
+    input is fixed)."""
     out = PiecePlan()
     if own or decided:
         out.ranges = [r.range for r in own if r.range]
@@ -180,7 +183,7 @@ def plan_topic(topic: str, a: datetime, own: list[Recorded], others: list[Record
         out.absent = True
         return out
     for p, now in sorted(partitions.items()):
-        rng, skip = plan(topic, p, a, others, now, source_read_before)
+        rng, skip = plan(topic, p, a, others, now, source_read)
         out.ranges.append(rng)
         if skip:
             out.skips.append(skip)

@@ -52,7 +52,8 @@ def decide(
         elif seq < known.last_source_seq:
             outcome, reason = "stale", "stale"
         elif seq == known.last_source_seq:
-            outcome, reason = "duplicate", "redelivered"
+            # An event id's line names one event: at its position it is that event again.
+            outcome, reason = "duplicate", "redelivered" if append_only or digest == known.row_hash else "sequence_conflict"
         elif digest == known.row_hash:
             outcome, reason = "duplicate", "unchanged_content"
             known.last_source_seq = seq

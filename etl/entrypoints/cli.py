@@ -374,9 +374,13 @@ def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> 
     if args.command in ("ingest", "run"):
         summary = jobs.ingest(spark, cfg, interval)
         _progress(f"ingested {summary['valid']} valid, {summary['rejected']} rejected of {summary['lines']} lines")
-        if summary["skipped"]:
-            _progress(f"skipped {len(summary['skipped'])} entries of the landing zone that are not landing files "
-                      f"(listed in the summary): {summary['skipped'][0]['name']}: {summary['skipped'][0]['reason']} ...")
+        if summary.get("kafka_records_lost"):
+            _progress(f"WARNING: {summary['kafka_records_lost']} Kafka records were deleted by the broker before any run "
+                      f"read them: lost (the summary's skipped entries name the offsets)")
+        for kafka, what in ((True, "Kafka entries not read by this run"), (False, "entries of the landing zone that are not landing files")):
+            entries = [s for s in summary["skipped"] if s["name"].startswith("kafka:") == kafka]
+            if entries:
+                _progress(f"skipped {len(entries)} {what} (listed in the summary): {entries[0]['name']}: {entries[0]['reason']} ...")
     if args.command in ("load", "run"):
         summary = jobs.load(spark, cfg, interval, progress=_progress)
         _progress(f"loaded: {summary['outcomes']}, {summary['keys_allocated']} keys allocated")

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from etl.core import properties
 from etl.core.config import ConfigError, EtlConfig
@@ -27,6 +28,11 @@ from etl.io.tables import read
 
 log = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+# Client settings Spark's Kafka source refuses (it manages them itself); the ETL's reader could not run with them.
+SPARK_REFUSES = frozenset({"auto.offset.reset", "key.deserializer", "value.deserializer", "enable.auto.commit",
+                           "interceptor.classes"})
 
 
 class KafkaUnavailable(RuntimeError):
@@ -50,6 +56,10 @@ def client_properties(cfg: EtlConfig) -> dict[str, str]:
         props.update(read_properties(path))
     if cfg.kafka_bootstrap_servers:
         props["bootstrap.servers"] = cfg.kafka_bootstrap_servers
+    refused = sorted(k for k in props if k in SPARK_REFUSES)
+    if refused:
+        raise ConfigError(f"setting 'kafka_properties_file' = {cfg.kafka_properties_file!r}: {', '.join(refused)} "
+                          f"cannot be set: the ETL reads recorded offsets itself and Spark's Kafka source refuses them")
     if not props.get("bootstrap.servers"):
         raise ConfigError(f"entity {cfg.entity_model.name!r} reads Kafka topics: set 'kafka_bootstrap_servers' "
                           f"(ETL_KAFKA_BOOTSTRAP_SERVERS) or bootstrap.servers in 'kafka_properties_file'")
@@ -86,7 +96,7 @@ class Broker:
             self.consumer = self.jvm.org.apache.kafka.clients.consumer.KafkaConsumer(p)
         except Exception as exc:
             cause = properties.redact(client_cause(exc), props)  # a JAAS parse error may quote the config
-            if "ConfigException" in cause:
+            if "ConfigException" in cause and "No resolvable bootstrap urls" not in cause:  # DNS: a broker restarting
                 raise ConfigError(f"the Kafka client refused its settings ('kafka_bootstrap_servers', "
                                   f"'kafka_properties_file'): {cause}") from None
             raise KafkaUnavailable(f"cannot create a Kafka client for {self.servers}: {cause}") from None
@@ -143,8 +153,10 @@ class Broker:
 
 
 def read_ranges(spark, props: dict[str, str], ranges: list[OffsetRange]) -> DataFrame | None:
-    """The records of the ranges with Spark's Kafka source (``None`` when all are empty). A range
-    the broker no longer holds whole (retention, compaction) fails the read: its records are lost."""
+    """The records of the ranges with Spark's Kafka source (``None`` when all are empty): per
+    partition from its first range's start to its last range's end (a run's pieces chain, so that
+    is their union; a caller keeps only the offsets its ranges hold). A range the broker no longer
+    holds whole (retention, compaction) fails the read: its records are lost."""
     nonempty = [r for r in ranges if r.records > 0]
     if not nonempty:
         return None
@@ -152,9 +164,12 @@ def read_ranges(spark, props: dict[str, str], ranges: list[OffsetRange]) -> Data
     starting: dict[str, dict[str, int]] = {}
     ending: dict[str, dict[str, int]] = {}
     for r in nonempty:
-        assign.setdefault(r.topic, []).append(r.partition)
-        starting.setdefault(r.topic, {})[str(r.partition)] = r.start
-        ending.setdefault(r.topic, {})[str(r.partition)] = r.end
+        partitions = assign.setdefault(r.topic, [])
+        if r.partition not in partitions:
+            partitions.append(r.partition)
+        key = str(r.partition)
+        first, last = starting.setdefault(r.topic, {}), ending.setdefault(r.topic, {})
+        first[key], last[key] = min(r.start, first.get(key, r.start)), max(r.end, last.get(key, r.end))
     reader = (spark.read.format("kafka")
               .option("assign", json.dumps(assign))
               .option("startingOffsets", json.dumps(starting))
@@ -168,6 +183,18 @@ def read_ranges(spark, props: dict[str, str], ranges: list[OffsetRange]) -> Data
     return reader.load().select("topic", "partition", "offset", "timestamp", "value")
 
 
+@dataclass(frozen=True)
+class PlannedRange:
+    """A range and the piece ``[start, end)`` that decided it: its records' arrivals are kept in
+    that piece's minutes whichever run reads it again (a whole run re-reads each of the always-on
+    loader's pieces as that piece read it)."""
+
+    input: Input
+    range: OffsetRange
+    start: datetime
+    end: datetime
+
+
 @dataclass
 class KafkaPlan:
     """What a piece ``[a, b)`` of a run reads: per topic its ranges (recorded ones reused, with
@@ -175,10 +202,11 @@ class KafkaPlan:
     what it leaves unread (``skipped``: offsets deleted before any run read them, partitions that
     appeared after the piece was decided)."""
 
-    ranges: list[tuple[Input, OffsetRange]] = field(default_factory=list)
-    absent: list[tuple[Input, str]] = field(default_factory=list)  # (input, landed_files name)
+    ranges: list[PlannedRange] = field(default_factory=list)
+    absent: list[tuple[Input, str, datetime]] = field(default_factory=list)  # (input, landed_files name, piece start)
     recorded: dict[str, tuple[int, str]] = field(default_factory=dict)  # name -> (bytes, sha256)
     skipped: list[Skipped] = field(default_factory=list)
+    lost_records: int = 0  # offsets the broker deleted before any range read them
 
 
 def _utc(ts: datetime) -> datetime:
@@ -204,10 +232,10 @@ def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datet
     if not entity.kafka_inputs:
         return out
     rows = (read(spark, cfg, "landed_files").where(f"startswith(file_name, '{PREFIX}')")
-            .select("run_key", "arrival_minute", "file_name", "bytes", "sha256").collect())
+            .select("run_key", F.unix_micros("arrival_minute").alias("minute_us"), "file_name", "bytes", "sha256").collect())
     own, others = [], []
-    for r in rows:
-        rec = Recorded.parse(_utc(r.arrival_minute), r.file_name)
+    for r in rows:  # the piece's start as an instant: a collected timestamp would be in the driver's local time
+        rec = Recorded.parse(_EPOCH + timedelta(microseconds=r.minute_us), r.file_name)
         if rec is None:
             continue
         if r.run_key == interval.run_key and a <= rec.piece_start < b:
@@ -216,10 +244,15 @@ def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datet
         else:
             others.append(rec)
     decided = decided or bool(own)
+    starts = sorted({r.piece_start for r in own})
+
+    def piece_end(start: datetime) -> datetime:  # the pieces of a run chain: each ends where the next starts
+        return next((t for t in starts if t > start), b)
+
     with Broker(spark, client_properties(cfg)) as broker:
         names = broker.topics()
         for spec in entity.kafka_inputs:
-            read_before = any(r.topic in spec.topics and r.piece_start < a for r in others)
+            read_before = any(r.topic in spec.topics for r in others)  # by any piece, earlier or later
             for topic in spec.topics:
                 mine = [r for r in own if r.topic == topic]
                 partitions = None
@@ -236,16 +269,22 @@ def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datet
                 except OffsetsWentBack as exc:
                     raise LandingChanged(f"run {interval.run_key}: {exc}; the ranges recorded before no longer name "
                                          f"its records (docs/sources.md, 'Kafka topics')") from None
-                if decided:
+                if decided:  # each as its own piece read it (an empty range may repeat: one per piece)
                     _check_still_held(interval, piece.ranges, partitions or {})
-                out.ranges += [(spec, r) for r in piece.ranges]
-                if piece.absent:
-                    out.absent.append((spec, absent_name(topic)))
+                    out.ranges += [PlannedRange(spec, r.range, r.piece_start, piece_end(r.piece_start))
+                                   for r in mine if r.range]
+                else:
+                    out.ranges += [PlannedRange(spec, r, a, b) for r in piece.ranges]
+                if piece.absent:  # as each piece recorded it
+                    for at in [r.piece_start for r in mine if r.range is None] or [a]:
+                        out.absent.append((spec, absent_name(topic), at))
                     if not decided:
                         out.skipped.append(Skipped(absent_name(topic), "topic does not exist (yet): read from its "
                                                                        "beginning by the first piece after it does"))
                 for s in piece.skips:
                     out.skipped.append(Skipped(s.name, f"{s.end - s.start} records {s.why}: lost"))
+                    out.lost_records += s.end - s.start
+                    log.warning("run %s: Kafka offsets %s: %d records %s: lost", interval.run_key, s.name, s.end - s.start, s.why)
                 for name in piece.left:
                     out.skipped.append(Skipped(name, f"not read by run {interval.run_key}, decided before it appeared: "
                                                      f"read by the next run"))
@@ -263,19 +302,35 @@ def _check_still_held(interval: Interval, ranges: list[OffsetRange], partitions:
             f"read them again (docs/sources.md, 'Retention')")
 
 
-def read_failure(exc: BaseException, ranges: list[OffsetRange], run_key: str) -> Exception | None:
+def read_failure(exc: BaseException, ranges: list[OffsetRange], run_key: str, props: dict[str, str]) -> Exception | None:
     """What a failed read of Kafka ranges means for a user (``None``: not Kafka's failure): records
     deleted between planning and reading (``LandingChanged``), or a broker that stopped answering
-    (``KafkaUnavailable``, with the client's own cause)."""
-    text = "\n".join(str(e) for e in _chain(exc))
+    (``KafkaUnavailable``, with the Kafka client's own exception, secrets masked). Judged by the
+    Java exceptions under Spark's job failure, not by any line of its trace."""
+    causes = [str(c) for e in _chain(exc) for c in _java_causes(e)]
+    text = "\n".join(causes) or "\n".join(str(e) for e in _chain(exc))
     if "failOnDataLoss" in text or "KAFKA_DATA_LOSS" in text:
         return LandingChanged(f"Kafka ranges of run {run_key} are no longer held whole by the broker (records deleted "
                               f"by retention, or the topic deleted or recreated): {', '.join(r.name for r in ranges)}")
-    cause = next((line.strip() for line in text.splitlines()
-                  if "org.apache.kafka" in line or "Failed to get records" in line), None)
-    if cause is None:
+    kafka = next((c for c in causes if c.startswith("org.apache.kafka.") or c.startswith(
+        "java.util.concurrent.TimeoutException: Failed to get records")), None)
+    if kafka is None:
         return None
-    return KafkaUnavailable(f"Kafka stopped answering while ranges of run {run_key} were read: {cause[:300]}")
+    return KafkaUnavailable(f"Kafka stopped answering while ranges of run {run_key} were read: "
+                            f"{properties.redact(kafka.splitlines()[0], props)[:300]}")
+
+
+def _java_causes(exc: BaseException) -> list[str]:
+    """The Java exception under a py4j or PySpark error and its causes, each as ``Class: message``."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    out = []
+    while java is not None and len(out) < 12:
+        try:
+            out.append(str(java.toString()))
+            java = java.getCause()
+        except Exception:
+            break
+    return out
 
 
 def _chain(exc: BaseException):

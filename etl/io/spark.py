@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 
 from pyspark.sql import SparkSession
@@ -29,9 +30,21 @@ def in_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
+def use_utc() -> None:
+    """This process (and the Python workers it starts) in UTC. PySpark turns a collected
+    timestamp into a naive datetime in the process's local time zone, while every time the
+    warehouse stores and compares is UTC (``spark.sql.session.timeZone``): on a driver in
+    Europe/Berlin a stored 10:00Z would read back as 10:00 and be taken for 11:00Z (a Kafka piece's
+    start, a run's interval)."""
+    if os.environ.get("TZ") != "UTC":
+        os.environ["TZ"] = "UTC"
+        time.tzset()
+
+
 def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master: str | None = None):
     """A SparkSession with Delta. Under spark-submit the submitted master and jars are kept."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    use_utc()
     builder = SparkSession.builder.appName(app_name)
     conf = spark_conf(cfg)
     if in_spark_submit():

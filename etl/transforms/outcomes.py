@@ -30,6 +30,9 @@ def classify(joined: DataFrame, append_only: bool = False) -> DataFrame:
       ``inferred`` for an inferred member (op ``infer``);
     - stale: ``source_seq`` below the highest seen for the key;
     - duplicate/redelivered: ``source_seq`` equal to the highest seen (the same update again);
+      duplicate/sequence_conflict when its content differs all the same (two changes at one log
+      position, such as two changes of a row in one Oracle transaction under one SCN): not
+      applied, and said, never passed for a redelivery;
     - duplicate/unchanged_content: newer, but its content equals the current version;
     - matched: a newer version with new content; with ``append_only`` (a fact identified by an
       event id) a duplicate/same_event instead: an event happens once.
@@ -62,6 +65,8 @@ def classify(joined: DataFrame, append_only: bool = False) -> DataFrame:
     reason = (
         F.when(F.col("outcome") == "stale", "stale")
         .when((F.col("outcome") == "new") & inferred, "inferred")
+        .when((F.col("outcome") == "duplicate") & (F.col("source_seq") == F.col("_prev_max_seq"))
+              & (F.col("row_hash") != F.col("_prev_hash")) & F.lit(not append_only), "sequence_conflict")
         .when((F.col("outcome") == "duplicate") & (F.col("source_seq") == F.col("_prev_max_seq")), "redelivered")
         .when((F.col("outcome") == "duplicate") & (F.col("row_hash") == F.col("_prev_hash")), "unchanged_content")
         .when(F.col("outcome") == "duplicate", "same_event")

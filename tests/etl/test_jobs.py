@@ -19,3 +19,16 @@ def test_the_report_says_the_clock_skew_it_left_out_of_the_delays(cfg):
     assert "  production delay    avg 12.3 s, p99 40.1 s (3 updates with arrival after commit: clock skew, left out)" in lines
     jobs.write_summary(cfg, RUN, "load", {"strategy": "native", "delay_avg_s": 12.34, "delay_p99_s": 40.06})
     assert "  production delay    avg 12.3 s, p99 40.1 s" in jobs.format_report(jobs.report(cfg, RUN)).splitlines()
+
+
+def test_the_report_says_kafka_records_lost_apart_from_the_landing_zone_s_noise(cfg):
+    """Offsets retention deleted before any run read them are a loss, said as one, not listed
+    among the landing zone's stray files; partitions left to the next run are Kafka's too."""
+    jobs.write_summary(cfg, RUN, "ingest", {"lines": 4, "rejected": 0, "kafka_records_lost": 4, "skipped": [
+        {"name": "kafka:bank.accounts:0:13-17", "reason": "4 records deleted by the broker (retention) before any run read them: lost"},
+        {"name": "kafka:bank.accounts:1", "reason": "not read by run x, decided before it appeared: read by the next run"},
+        {"name": "source_id=bank/copy of updates-20261122T1000.jsonl", "reason": "not a landing file name"}]})
+    text = jobs.format_report(jobs.report(cfg, RUN))
+    assert "  KAFKA RECORDS LOST  4 (deleted by the broker before any run read them)" in text
+    assert "  skipped entries     2 of Kafka, not read by this run:" in text
+    assert "  skipped entries     1 in the landing zone, not landing files (not read):" in text

@@ -335,9 +335,10 @@ def test_a_broker_that_goes_away_is_retry_later_and_nothing_is_lost_or_doubled(s
     cfg = cfg.replace(model_file=str(model), entity="account", landing_root=str(tmp_path / "none"), schedule="*/4 * * * *",
                       kafka_bootstrap_servers=broker.bootstrap, kafka_properties_file=str(props), micro_batch_seconds=60)
     create_topics(spark, broker.bootstrap, [MAIN, EU], partitions=1)
-    stamps = {i: i.start + timedelta(seconds=30) for i in (I3, I4)}
-    kafka_broker.send(spark, broker.bootstrap, [(MAIN, 0, *account(10 + n, 100 + n, f"{n}.25", stamps[i]))
-                                                for n, i in enumerate((I3, I3, I4, I4))])
+    stamps = [I3.start + timedelta(seconds=30), I3.start + timedelta(seconds=150), I4.start + timedelta(seconds=30),
+              I4.start + timedelta(seconds=40)]
+    kafka_broker.send(spark, broker.bootstrap, [(MAIN, 0, *account(10 + n, 100 + n, f"{n}.25", at))
+                                                for n, at in enumerate(stamps)])
     broker.kill()
 
     fresh = cfg.replace(warehouse_root=str(tmp_path / "fresh" / "warehouse"))
@@ -348,16 +349,28 @@ def test_a_broker_that_goes_away_is_retry_later_and_nothing_is_lost_or_doubled(s
     from etl.entrypoints.cli import EXIT_LOCKED, exit_code_of
     assert exit_code_of(down.value)[0] == EXIT_LOCKED
 
-    # `etl stream` with the broker down: it says so and waits; the broker comes back; it loads I3.
-    said, fixed_now = [], I3.end + timedelta(minutes=1)
+    # `etl stream` with the broker down: it says so and waits; the broker comes back; it loads I3
+    # in three pieces as its minutes close.
+    said = []
+    clock = iter([I3.start + timedelta(seconds=70), I3.start + timedelta(seconds=190)])
 
     def pause(seconds):
-        if not said or "retrying" not in said[-1]:
-            return
-        restart(broker)
-    Stream(spark, cfg, clock=lambda: fixed_now, sleep=pause, progress=said.append).run(start=I3.start, until=I3.end)
+        if said and "retrying" in said[-1]:
+            restart(broker)
+    Stream(spark, cfg, clock=lambda: next(clock, I3.end + timedelta(minutes=1)), sleep=pause,
+           progress=said.append).run(start=I3.start, until=I3.end)
     assert any("Kafka at" in m and "retrying" in m for m in said), said
+    assert sum("ingested" in m for m in said) == 3, said
     assert accounts(spark, cfg) == {10: "0.25", 11: "1.25"}
+
+    # The run the stream ingested piece by piece, ingested again whole (`etl run` of the interval,
+    # the DAG's clear-and-rerun): each piece's ranges read as that piece read them, rows unchanged.
+    def rows(table):
+        return sorted(map(str, read(spark, cfg, table).where(f"run_key = '{I3.run_key}'").collect()))
+    before = {t: rows(t) for t in ("landed_files", "ingested_updates")}
+    assert len([n for n in before["landed_files"] if "bank2.accounts:0:" in n]) == 3
+    jobs.ingest(spark, cfg, I3)
+    assert {t: rows(t) for t in ("landed_files", "ingested_updates")} == before
 
     # Killed while the run reads its ranges (planned, not yet read): the run fails as "retry
     # later" and writes nothing; the broker back, the retried run reads every record once.

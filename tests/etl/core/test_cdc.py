@@ -413,3 +413,69 @@ def test_the_devtools_delete_carries_the_row_as_it_was_and_a_new_position():
         assert (updates[-1].op, updates[-1].source_seq, updates[-1].attributes["city"]) == \
             ("delete", 300, "Bergen" if identity == "full" else None)
         assert decided(updates, CUSTOMER)["5"]["is_deleted"]
+
+
+HOSTILE_ENVELOPES = {
+    "a 2 KB base64 decimal": lambda: event(after={**ROW, "credit_limit": "AQ" * 1400}),
+    "a variable-scale decimal of 2 KB": lambda: event(after={**ROW, "credit_limit": {"scale": 2, "value": "AQ" * 1400}}),
+    "a variable-scale decimal's scale past any decimal": lambda: event(after={**ROW, "credit_limit": {"scale": 2**31 - 1, "value": "AQ=="}}),
+    "a schema scale of 20 digits": lambda: json.dumps({"schema": {"fields": [{"field": "after", "fields": [
+        {"field": "credit_limit", "name": "org.apache.kafka.connect.data.Decimal",
+         "parameters": {"scale": "99999999999999999999"}}]}]}, "payload": json.loads(event())}).encode(),
+    "a schema's parameters as text": lambda: json.dumps({"schema": {"fields": [{"field": "after", "fields": [
+        {"field": "credit_limit", "name": "org.apache.kafka.connect.data.Decimal", "parameters": "scale=2"}]}]},
+        "payload": json.loads(event())}).encode(),
+    "a schema's fields as a number": lambda: json.dumps({"schema": {"fields": 5}, "payload": json.loads(event())}).encode(),
+    "a row's fields as a number": lambda: json.dumps({"schema": {"fields": [{"field": "after", "fields": 7}]},
+                                                      "payload": json.loads(event())}).encode(),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE_ENVELOPES)
+def test_a_hostile_envelope_is_an_update_or_a_reject_never_a_crash(case):
+    """One such event on a topic would be read again by every retry of its range: a crash there
+    stops the entity for good. Each is an update (a shape that still says what it means) or a
+    reason, nothing else."""
+    try:
+        crm(HOSTILE_ENVELOPES[case]())
+    except Reject:
+        pass
+
+
+def test_random_envelopes_are_updates_rejects_or_tombstones_only():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.text(max_size=40),
+                        st.sampled_from(["AdTy", "0006", "AQ==", "00000027:00000758:0005", "16/B374D848", "mysql-bin.000003"]))
+    values = st.recursive(scalars, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                            st.dictionaries(st.text(max_size=12), inner, max_size=4)),
+                          max_leaves=12)
+    rows = st.fixed_dictionaries({}, optional={k: values for k in ROW})
+    envelopes = st.fixed_dictionaries({}, optional={
+        "op": st.one_of(st.sampled_from(["c", "u", "d", "r", "t"]), values), "before": st.one_of(rows, values),
+        "after": st.one_of(rows, values), "source": st.one_of(st.fixed_dictionaries({}, optional={k: values for k in SOURCE}), values),
+        "schema": values, "payload": values, "ts_ms": values})
+
+    @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(envelopes)
+    def check(envelope):
+        try:
+            crm(json.dumps(envelope).encode())
+        except Reject:
+            pass
+
+    check()
+
+
+def test_another_connectors_event_is_refused_not_ordered_by_the_declared_ones_rule():
+    """A MySQL event on an input declared Postgres (the default) has no lsn: refused as a bad
+    envelope, where its position could otherwise be read by a rule that does not fit it."""
+    assert reason(lambda: change("pg", "u", ACCOUNT_ROW, mysql("mysql-bin.000003", 154))) == "bad_envelope"
+
+
+def test_a_value_the_connector_could_not_read_is_refused_never_stored():
+    """Postgres under REPLICA IDENTITY DEFAULT sends an unchanged TOASTed column as Debezium's
+    placeholder; storing it would overwrite the real text with it."""
+    row = {**ACCOUNT_ROW, "owner": "__debezium_unavailable_value"}
+    assert reason(lambda: change("pg", "u", row, pg(24023928))) == "bad_attribute_type"

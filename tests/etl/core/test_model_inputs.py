@@ -87,6 +87,8 @@ BAD = {
                          "decimal_handling 'base64' must be one of precise, string, double "
                          "(the connector's decimal.handling.mode)"),
     "event time path": ("event_time = 'after.ts'", "event_time 'after.ts' must name a field of the event"),
+    "a binlog position without its file": ("sequence = 'source.pos'",
+                                           "source.pos starts again in every binlog file, so later changes would be judged stale"),
 }
 
 

@@ -136,3 +136,13 @@ def test_a_stale_or_duplicate_fact_line_still_names_inferred_members():
     assert [d.outcome for d in decisions] == ["new", "stale", "duplicate"]
     rows = inferred_rows({orders: [first, stale, again]}, product, set(), "current")
     assert sorted(r["sku"] for r in rows) == ["A", "B", "C"]
+
+
+def test_an_update_at_the_last_position_with_other_content_is_a_conflict_not_a_redelivery():
+    """Two changes of one row under one log position (Oracle: one SCN in one transaction): the
+    second is not applied, and it is said, never passed off as the first delivered again."""
+    updates = [u("a", "1", 10, "h1", 1), u("b", "1", 10, "h1", 2), u("c", "1", 10, "h2", 3)]
+    decisions, state = decide(updates)
+    assert [(d.outcome, d.reason) for d in decisions] == [
+        ("new", None), ("duplicate", "redelivered"), ("duplicate", "sequence_conflict")]
+    assert state[("crm", "1")] == KeyState(1, 10, "h1")

@@ -19,3 +19,17 @@ def test_sql_settings_hold_for_the_block_and_are_put_back(spark):
             raise RuntimeError("the block fails")
     assert spark.conf.get(key) == before
     assert spark.conf.get(unset, None) is None
+
+
+def test_a_driver_in_another_time_zone_reads_collected_times_as_utc():
+    """PySpark hands a collected timestamp back in the process's local zone; the ETL's driver runs
+    in UTC wherever it is started (a driver in Europe/Berlin once took a stored 10:00Z for 11:00Z
+    when it planned Kafka ranges)."""
+    import subprocess
+    import sys
+
+    probe = ("from datetime import datetime\nfrom etl.io.spark import use_utc\n"
+             "before = datetime.fromtimestamp(0).hour\nuse_utc()\nprint(before, datetime.fromtimestamp(0).hour)")
+    out = subprocess.run([sys.executable, "-c", probe], env={**__import__("os").environ, "TZ": "Europe/Berlin"},
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["1", "0"]

@@ -27,6 +27,7 @@ def test_outcomes_within_one_batch_follow_arrival_order(spark):
             row("u6", "b", 50, "x", 6, km=(7, "x", 40)),  # known key, same content: duplicate
             row("u7", "b", 60, "y", 7, km=(7, "x", 40)),  # matched
             row("u8", "c", 1, "z", 0),  # new -> key 99? no: arrival order puts c first -> key 100
+            row("u9", "b", 60, "w", 8, km=(7, "x", 40)),  # u7's position, other content: a conflict
         ],
         SCHEMA,
     )
@@ -43,6 +44,7 @@ def test_outcomes_within_one_batch_follow_arrival_order(spark):
             ("u6", "duplicate", "unchanged_content", 7, False, False),
             ("u7", "matched", None, 7, True, True),
             ("u8", "new", None, 100, True, True),
+            ("u9", "duplicate", "sequence_conflict", 7, False, False),
         ],
         got.schema,
     )

@@ -11,7 +11,7 @@ ahead, read only once each minute has closed, as from a landing agent that has f
 minute). Modes: ``stream:<strategy>`` is ``etl stream`` (one session, each minute's windows
 loaded once the minute closes, ``--micro-batch-seconds`` windows); ``scheduled:<strategy>`` loads
 each run of ``--run-minutes`` after it closes, ingest then load, in the same session (a DAG run
-would add three spark-submit starts: this is the scheduled way's best case). Reported per mode:
+would add a spark-submit start: this is the scheduled way's best case). Reported per mode:
 per batch Spark jobs, Delta commits and seconds (medians over pieces, per batch), and the
 production delay of every update (its batch's write-ahead commit minus its arrival): avg and p99.
 

@@ -1,10 +1,12 @@
 """Load DAGs, one per entity of the warehouse model (``etl_load``, and ``etl_load_<entity>`` for
-an entity outside the roots): ingest -> join_and_load -> validate -> report, once per data interval.
-A fact's DAG first waits for its dimensions' DAGs to have validated the same interval.
+an entity outside the roots): ingest_load_validate -> report, once per data interval. The three
+stages run in one Spark driver (``etl run``; a retry runs it again: the load resumes from its
+ledger): three tasks started three cold drivers per interval (docs/decisions/one-driver-per-run.md).
+A fact's DAG first waits for its dimensions' DAGs to have reported the same interval.
 
 ``route`` goes first: an interval the always-on loader (``etl stream``) has loaded skips ingest
 and load (``loaded_by_stream``) and is only validated and reported; while a live stream has yet
-to load it, ``route`` waits for it; without a stream it goes on to ``ingest``.
+to load it, ``route`` waits for it; without a stream it goes on to ``ingest_load_validate``.
 
 Only wiring lives here; the tasks run ``etl`` through spark-submit (master from the Airflow
 connection ``etl_spark``) and ``etl.entrypoints.airflow_support``.
@@ -25,6 +27,8 @@ from etl.entrypoints.airflow_support import (
     APPLICATION,
     DIMENSION_WAIT,
     INTERVAL_ARGS,
+    LOAD_TASK,
+    REPORT_TASK,
     SPARK_CONN_ID,
     STREAM_LOADED,
     dimension_loads,
@@ -48,7 +52,7 @@ def load_dag(suffix: str, cfg) -> DAG:
         params={
             "join_strategy": Param(cfg.join_strategy, enum=list(JOIN_STRATEGIES), description="join strategy"),
             # Only the join strategies' own knobs: whoever may trigger a run must not be able to move
-            # the warehouse, the landing zone or the quality limits (checked again by `etl load`).
+            # the warehouse, the landing zone or the quality limits (checked again by `etl run`).
             "strategy_settings": Param(
                 {},
                 **strategy_settings_schema(),
@@ -61,11 +65,11 @@ def load_dag(suffix: str, cfg) -> DAG:
         spark_job = dict(conn_id=SPARK_CONN_ID, application=APPLICATION, conf=submit_conf(cfg), name=f"etl-{entity}")
         on_entity = entity_args(cfg)
 
-        ingest = SparkSubmitOperator(task_id="ingest", application_args=["ingest", *INTERVAL_ARGS, *on_entity], **spark_job)
-        join_and_load = SparkSubmitOperator(
-            task_id="join_and_load",
+        # ingest, join and load, validate: one driver; each stage's summary in the task log.
+        ingest_load_validate = SparkSubmitOperator(
+            task_id=LOAD_TASK,
             application_args=[
-                "load",
+                "run",
                 *INTERVAL_ARGS,
                 "--join-strategy",
                 "{{ params.join_strategy }}",
@@ -75,10 +79,8 @@ def load_dag(suffix: str, cfg) -> DAG:
             ],
             **spark_job,
         )
-        validate = SparkSubmitOperator(
-            task_id="validate", application_args=["validate", *INTERVAL_ARGS, *on_entity],
-            trigger_rule="none_failed_min_one_success",  # after join_and_load, or after the stream loaded it
-            **spark_job,
+        validate = SparkSubmitOperator(  # an interval the always-on loader loaded
+            task_id="validate", application_args=["validate", *INTERVAL_ARGS, *on_entity], **spark_job,
         )
 
         @task.branch(task_id="route", trigger_rule="none_failed")  # a fact's dimension wait may time out (skipped)
@@ -87,7 +89,8 @@ def load_dag(suffix: str, cfg) -> DAG:
 
         loaded_by_stream = EmptyOperator(task_id=STREAM_LOADED)
 
-        @task(task_id="report")
+        # after the run, or after the stream's interval was validated
+        @task(task_id=REPORT_TASK, trigger_rule="none_failed_min_one_success")
         def report(data_interval_start=None, data_interval_end=None) -> dict:
             return run_report(data_interval_start, data_interval_end, entity=entity)
 
@@ -97,12 +100,12 @@ def load_dag(suffix: str, cfg) -> DAG:
         # become inferred members, filled when it does).
         for dimension in dimension_loads(cfg):
             ExternalTaskSensor(
-                task_id=f"wait_for_{dimension.entity}", external_dag_id=dimension.dag_id, external_task_id="validate",
+                task_id=f"wait_for_{dimension.entity}", external_dag_id=dimension.dag_id, external_task_id=REPORT_TASK,
                 mode="reschedule", poke_interval=30, timeout=DIMENSION_WAIT.total_seconds(), soft_fail=True,
             ) >> routed
-        routed >> [ingest, loaded_by_stream]
-        ingest >> join_and_load >> validate
-        loaded_by_stream >> validate >> report()
+        routed >> [ingest_load_validate, loaded_by_stream]
+        loaded_by_stream >> validate
+        [ingest_load_validate, validate] >> report()
     return dag
 
 

@@ -204,11 +204,12 @@ def _check_kafka_partition(meta: dict, max_record_bytes: int, sources: tuple[str
     return run
 
 
-def check_kafka_ranges(spark, cfg: EtlConfig, ranges: list, absent: list = ()) -> DataFrame | None:
+def check_kafka_ranges(spark, cfg: EtlConfig, ranges: list, markers: list = ()) -> DataFrame | None:
     """The ``CHECKED`` rows of the ranges' records (``ranges``: ``etl.io.kafka.PlannedRange``),
     read with Spark's Kafka source; an empty range still gets its row, the record of where it
-    ended, and so does a topic recorded as absent (``absent``: ``(input, name, piece start)``)."""
-    if not ranges and not absent:
+    ended, and so does each of the plan's markers (``(input, name, piece start)``: an absent topic,
+    offsets lost, where the piece ended)."""
+    if not ranges and not markers:
         return None
     entity = cfg.entity_model
     schema = checked_schema(entity)
@@ -216,7 +217,7 @@ def check_kafka_ranges(spark, cfg: EtlConfig, ranges: list, absent: list = ()) -
     for p in sorted(ranges, key=lambda p: p.range.start):
         r = p.range
         meta.setdefault((r.topic, r.partition), []).append((r.start, r.end, p.input, r.name, p.start, p.end))
-    nothing = [(p.input, p.range.name, p.start) for p in ranges if p.range.records == 0] + list(absent)
+    nothing = [(p.input, p.range.name, p.start) for p in ranges if p.range.records == 0] + list(markers)
     empty = [dict(kind="file", path_source_id=spec.source, file_name=name, arrival_minute=a, file_bytes=0,
                   file_sha256=EMPTY_SHA256, file_lines=0, file_blank_lines=0)
              for spec, name, a in nothing]

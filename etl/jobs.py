@@ -106,7 +106,7 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         log.warning("skipped %s: %s", s.name, s.reason)
     checked = check_landed_files(spark, cfg, scan.files)
     try:
-        records = check_kafka_ranges(spark, cfg, kafka.ranges, kafka.absent)
+        records = check_kafka_ranges(spark, cfg, kafka.ranges, kafka.markers)
         if records is not None:
             checked = checked.unionByName(records)
         checked = checked.cache()
@@ -304,6 +304,7 @@ def report(cfg: EtlConfig, interval: Interval) -> dict:
         "delay_avg_s": load_s.get("delay_avg_s"),
         "delay_p99_s": load_s.get("delay_p99_s"),
         "clock_skew": load_s.get("clock_skew", 0),  # arrivals after their commit: not in the delays
+        "sequence_conflicts": load_s.get("sequence_conflicts", 0),
         "validation": "passed" if validate_s.get("success") else ("failed" if validate_s else "not run"),
         "data_docs": validate_s.get("data_docs"),
     }
@@ -319,6 +320,9 @@ def format_report(rep: dict, cfg: EtlConfig | None = None) -> str:
     for name in ("matched", "new", "duplicate", "stale", "rejected"):
         lines.append(f"    {name:<17} {rep['outcomes'].get(name, 0)}")
     lines.append(f"  sum of outcomes     {rep['outcomes_total']}")
+    if rep.get("sequence_conflicts"):
+        lines.append(f"  SEQUENCE CONFLICTS  {rep['sequence_conflicts']} duplicates at a log position already seen, with "
+                     f"other content: not applied (duplicates_quarantine, reason sequence_conflict)")
     if rep["rejected_by_reason"]:
         lines.append("  rejected by reason  " + ", ".join(f"{k}={v}" for k, v in rep["rejected_by_reason"].items()))
     if rep.get("blank_lines"):

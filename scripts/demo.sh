@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The demo: generate a small bursty update stream for the last complete 5 minutes, then run the
-# load DAG on it end to end (ingest -> join_and_load -> validate -> report) with `airflow dags test`
+# load DAG on it end to end (route -> ingest_load_validate -> report) with `airflow dags test`
 # on an embedded SQLite Airflow, and print what happened.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -2,7 +2,7 @@
 # The worked example of docs/model.md as a demo (`make demo-shop`): examples/shop/model.toml's
 # customer and product dimensions, then its orders fact, each through its own load DAG with
 # `airflow dags test` on an embedded SQLite Airflow, for the last complete 5 minutes. The orders
-# DAG's sensors find both dimensions' runs of the interval validated, so it loads at once.
+# DAG's sensors find both dimensions' runs of the interval reported (loaded and validated), so it loads at once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export ETL_MODEL_FILE=${ETL_MODEL_FILE:-$PWD/examples/shop/model.toml}

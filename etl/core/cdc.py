@@ -242,8 +242,8 @@ def as_line(event: dict, source_id: str, entity: Entity, spec: Input) -> dict:
     scales = _declared_scales(schema, block)
     source = event.get("source")
     connector = source.get("connector") if isinstance(source, dict) else None
-    if isinstance(connector, str) and connector in CONNECTOR_SEQUENCES and connector != spec.connector \
-            and spec.sequence == CONNECTOR_SEQUENCES[spec.connector][0]:
+    if (isinstance(connector, str) and connector in CONNECTOR_SEQUENCES and spec.sequence == CONNECTOR_SEQUENCES[spec.connector][0]
+            and CONNECTOR_SEQUENCES[connector] != CONNECTOR_SEQUENCES[spec.connector]):
         raise Reject("bad_envelope")  # another connector's event, its position read by the declared one's rule
 
     def value(c: Column) -> Any:

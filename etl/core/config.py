@@ -58,6 +58,13 @@ class EtlConfig:
     kafka_package: str = ""
     # More Maven coordinates for spark.jars.packages, comma-separated (hadoop-aws for s3a://, ...).
     spark_packages: str = ""
+    # The first driver that resolves those packages records the jars Spark fetched in a folder of
+    # its own here (one per set of packages); every later driver, subprocess and spark-submit
+    # starts with them as spark.jars instead of an Ivy resolution. Empty: ~/.cache/active-dw-etl
+    # (ETL_TOOLS_CACHE moves it). docs/decisions/jars-resolved-once.md
+    spark_jars_dir: str = ""
+    # Jar paths instead, comma-separated (an image with its jars baked in); empty: the recorded ones.
+    spark_jars: str = ""
 
     # --- Kafka (docs/sources.md; the topics are the model's, the cluster is the site's) ---
     kafka_bootstrap_servers: str = ""  # host:port,host:port

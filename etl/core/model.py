@@ -279,13 +279,16 @@ def sequence_definition(entity: Entity) -> dict[str, Any]:
     """How each source's versions are ordered, as recorded with the warehouse
     (``etl.io.sequence_store``): the entity's attribute, the line's ``source_seq``, or a change
     event's log position (connector, fields, widths). ``*``: any source not declared as an input."""
-    if entity.sequence_column is not None:
-        return {"*": {"attribute": entity.sequence, "type": str(entity.sequence_column.type)}}
-    out: dict[str, Any] = {"*": {"field": DEFAULT_SEQUENCE}}
-    for i in entity.inputs:
-        if i.format == "debezium":
-            out[i.source] = {"connector": i.connector, "sequence": list(i.sequence), "sequence_bits": list(i.sequence_bits)}
-    return out
+    def of(source: str) -> dict[str, Any]:
+        spec = entity.input_of(source)
+        if spec.format == "debezium":
+            return {"connector": spec.connector, "sequence": list(spec.sequence), "sequence_bits": list(spec.sequence_bits)}
+        if entity.sequence_column is not None:
+            return {"attribute": entity.sequence, "type": str(entity.sequence_column.type)}
+        return {"field": DEFAULT_SEQUENCE}
+
+    named = entity.sources or tuple(i.source for i in entity.inputs)
+    return {**({} if entity.sources else {"*": of("*")}), **{s: of(s) for s in named}}
 
 
 def parse_type(text: Any) -> ColumnType:
@@ -562,10 +565,12 @@ def _input_sequence(where: str, spec: Mapping, connector_paths: tuple[str, ...],
         raise ConfigError(f"{where}: sequence {raw!r} must name a field of the event (\"ts_ms\") or of its source block "
                           f"(\"source.lsn\"), or be a list of them compared in order ([\"source.file\", \"source.pos\"])")
     paths = tuple(paths)
-    if "source.pos" in paths and "source.file" not in paths:  # MySQL's and MariaDB's position in a binlog file
-        raise ConfigError(f"{where}: sequence {list(paths)!r}: source.pos starts again in every binlog file, so later "
-                          f"changes would be judged stale; order by [\"source.file\", \"source.pos\", \"source.row\"] "
-                          f"(connector = \"mysql\" or \"mariadb\" does)")
+    binlog = [p for p in paths if p in ("source.file", "source.pos", "source.row")]
+    if binlog and binlog != ["source.file", "source.pos", "source.row"][:len(binlog)]:  # MySQL's and MariaDB's
+        raise ConfigError(f"{where}: sequence {list(paths)!r}: a binlog position is its file, then its place in the "
+                          f"file, then its row (source.pos starts again in every file, so later changes would be judged "
+                          f"stale); order by [\"source.file\", \"source.pos\", \"source.row\"] (connector = \"mysql\" "
+                          f"or \"mariadb\" does)")
     if "sequence_bits" not in spec:
         if "sequence" not in spec:
             return paths, connector_bits

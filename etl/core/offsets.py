@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 PREFIX = "kafka:"
 ABSENT = "absent"
 _TOPIC = r"([A-Za-z0-9._-]{1,249})"
 _NAME = re.compile(PREFIX + _TOPIC + r":([0-9]+):([0-9]+)-([0-9]+)")
 _ABSENT = re.compile(PREFIX + _TOPIC + ":" + ABSENT)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,34 @@ class OffsetRange:
 def absent_name(topic: str) -> str:
     """The ``landed_files`` name recording that ``topic`` did not exist when a piece was decided."""
     return f"{PREFIX}{topic}:{ABSENT}"
+
+
+_LOST = re.compile(PREFIX + _TOPIC + r":([0-9]+):([0-9]+)-([0-9]+):lost")
+_PIECE_END = re.compile(PREFIX + r"piece-end:([0-9]+)")
+
+
+def lost_name(skip: "Skip") -> str:
+    """The ``landed_files`` name recording offsets a piece found deleted unread: a rerun of the
+    piece says the loss again instead of a summary that forgot it."""
+    return f"{skip.name}:lost"
+
+
+def parse_lost(name: str) -> tuple[str, int, int, int] | None:
+    """``(topic, partition, start, end)`` of a lost-offsets record, or ``None``."""
+    m = _LOST.fullmatch(name)
+    return (m[1], int(m[2]), int(m[3]), int(m[4])) if m else None
+
+
+def piece_end_name(end: datetime) -> str:
+    """The ``landed_files`` name recording where a piece ended: a whole run read again keeps each
+    record in the minutes of the piece that decided it, the last piece included (a stream stopped
+    mid-run ended its last piece before the run's end)."""
+    return f"{PREFIX}piece-end:{(end - _EPOCH) // timedelta(microseconds=1)}"
+
+
+def parse_piece_end(name: str) -> datetime | None:
+    m = _PIECE_END.fullmatch(name)
+    return _EPOCH + timedelta(microseconds=int(m[1])) if m else None
 
 
 def is_range(name: str) -> bool:
@@ -147,10 +176,20 @@ def plan(topic: str, partition: int, a: datetime, recorded: list[Recorded], now:
         skip = Skip(topic, partition, start, first_held, why if earlier else why + ": the partition or topic "
                                                                            "appeared after the source was first read")
         start = first_held
+    if later and now.end < bound:
+        raise OffsetsWentBack(
+            f"{PREFIX}{topic}:{partition} ends at offset {now.end}, before offset {bound} where a recorded range "
+            f"starts: the topic was deleted and created again")
     end = bound if later else (now.end if now.at_b is None else now.at_b)
     if later:
         start = min(start, end)
     return OffsetRange(topic, partition, start, max(start, end)), skip
+
+
+def source_read(topics: tuple[str, ...] | list[str], others: list[Recorded]) -> bool:
+    """Whether any other piece, earlier or later, recorded one of a source's topics: a partition
+    with no range anywhere then appeared since, and is read from its beginning."""
+    return any(r.topic in topics for r in others)
 
 
 @dataclass

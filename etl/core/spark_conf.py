@@ -3,7 +3,11 @@ the very same settings to ``spark-submit`` without importing pyspark at parse ti
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 from importlib import metadata
+from pathlib import Path
 
 from etl.core.config import EtlConfig
 
@@ -40,6 +44,30 @@ def packages(cfg: EtlConfig) -> str:
 
 # The Kafka source's own Hadoop client jars would stand beside the ones pyspark ships.
 PACKAGE_EXCLUDES = "org.apache.hadoop:hadoop-client-api,org.apache.hadoop:hadoop-client-runtime"
+DEFAULT_TOOLS_CACHE = Path(os.environ.get("ETL_TOOLS_CACHE", Path.home() / ".cache" / "active-dw-etl"))
+
+
+def jars_record(cfg: EtlConfig) -> Path:
+    """Where the jars of this configuration's packages are recorded once resolved: a folder per
+    set of packages (a changed setting resolves anew, never a stale jar)."""
+    digest = hashlib.sha256(f"{packages(cfg)}|{PACKAGE_EXCLUDES}".encode()).hexdigest()[:16]
+    root = Path(cfg.spark_jars_dir).expanduser() if cfg.spark_jars_dir else DEFAULT_TOOLS_CACHE / "spark-jars"
+    return root / digest
+
+
+def recorded_jars(cfg: EtlConfig) -> list[str]:
+    """The site's ``spark_jars``, else the recorded jars of the packages when all are there; empty:
+    resolve the packages (the first driver, which then records them: ``etl.io.spark``)."""
+    if cfg.spark_jars.strip():
+        return [j.strip() for j in cfg.spark_jars.split(",") if j.strip()]
+    manifest = jars_record(cfg) / "jars.json"
+    try:
+        jars = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(jars, list) or not jars or not all(isinstance(j, str) and Path(j).is_file() for j in jars):
+        return []
+    return jars
 
 
 # What a batch's commit (its counts, ledger row and both MERGEs) runs with. Adaptive execution makes
@@ -59,9 +87,10 @@ JVM_OUTPUT_TO_STDERR = "-XX:+DisplayVMOutputToStderr -Xlog:disable -Xlog:all=war
 
 def spark_conf(cfg: EtlConfig) -> dict[str, str]:
     """Every Spark setting the jobs need, except the master (a connection's business under Airflow)."""
+    jars = recorded_jars(cfg)
     conf = {
-        "spark.jars.packages": packages(cfg),
-        "spark.jars.excludes": PACKAGE_EXCLUDES,
+        **({"spark.jars": ",".join(jars)} if jars else {"spark.jars.packages": packages(cfg),
+                                                        "spark.jars.excludes": PACKAGE_EXCLUDES}),
         "spark.sql.extensions": DELTA_EXTENSION,
         "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
         "spark.driver.memory": cfg.spark_driver_memory,

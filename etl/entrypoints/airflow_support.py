@@ -14,6 +14,8 @@ from etl.core.spark_conf import spark_conf
 SPARK_CONN_ID = "etl_spark"
 APPLICATION = str(Path(__file__).with_name("spark_entry.py"))
 STREAM_LOADED = "loaded_by_stream"
+LOAD_TASK = "ingest_load_validate"  # the interval's one Spark driver (etl run)
+REPORT_TASK = "report"  # what a fact's sensors wait for: the dimension's interval loaded and validated
 INTERVAL_ARGS = ["--start", "{{ data_interval_start.isoformat() }}", "--end", "{{ data_interval_end.isoformat() }}"]
 
 
@@ -85,7 +87,7 @@ def stream_route(data_interval_start, data_interval_end, poll_seconds: float = 1
             print(f"run {interval.run_key} was loaded by the always-on loader (etl stream): validating and reporting it")
             return STREAM_LOADED
         if route == "load":
-            return "ingest"
+            return LOAD_TASK
         if route == "late":
             raise RuntimeError(
                 f"the always-on loader is live but has not loaded run {interval.run_key} within {max_wait_s:.0f} s; "

@@ -346,8 +346,10 @@ def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> 
     from etl import jobs
 
     if args.command == "init":
+        from etl.io.sequence_store import check_sequence_definition
         from etl.io.tables import ensure_tables
 
+        check_sequence_definition(cfg, adopt=True)  # this model's order of versions is the warehouse's
         created = ensure_tables(spark, cfg)
         print(f"created: {', '.join(created) or 'nothing (all tables exist)'} under {cfg.warehouse_uri}")
         return 0

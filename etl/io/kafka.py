@@ -21,7 +21,20 @@ from etl.core import properties
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.interval import Interval
 from etl.core.model import Input
-from etl.core.offsets import PREFIX, OffsetRange, OffsetsWentBack, PartitionNow, Recorded, absent_name, plan_topic
+from etl.core.offsets import (
+    PREFIX,
+    OffsetRange,
+    OffsetsWentBack,
+    PartitionNow,
+    Recorded,
+    absent_name,
+    lost_name,
+    parse_lost,
+    parse_piece_end,
+    piece_end_name,
+    plan_topic,
+    source_read,
+)
 from etl.io.landing import Skipped
 from etl.io.runs import LandingChanged
 from etl.io.tables import read
@@ -64,6 +77,17 @@ def client_properties(cfg: EtlConfig) -> dict[str, str]:
         raise ConfigError(f"entity {cfg.entity_model.name!r} reads Kafka topics: set 'kafka_bootstrap_servers' "
                           f"(ETL_KAFKA_BOOTSTRAP_SERVERS) or bootstrap.servers in 'kafka_properties_file'")
     return props
+
+
+# The client's exceptions for credentials or ACLs the cluster refuses: waiting does not mend them.
+_ACCESS_REFUSED = ("AuthenticationException", "AuthorizationException", "SslAuthenticationException")
+
+
+def refused_access(cause: str) -> bool:
+    """Whether a client's error says the cluster refused these credentials or this client's rights
+    (an operator's fix, exit 2) rather than that it did not answer (retry later, exit 5)."""
+    head = cause.split(":", 1)[0]
+    return head.startswith("org.apache.kafka.") and head.endswith(_ACCESS_REFUSED)
 
 
 def client_cause(exc: BaseException) -> str:
@@ -111,8 +135,11 @@ class Broker:
         try:
             return fn()
         except Exception as exc:
-            raise KafkaUnavailable(f"Kafka at {self.servers}: {what} failed: "
-                                   f"{properties.redact(client_cause(exc), self.props)}") from None
+            cause = properties.redact(client_cause(exc), self.props)
+            if any(refused_access(c) for c in cause.split("; caused by ")):
+                raise ConfigError(f"Kafka at {self.servers} refused the client: {what} failed: {cause}; fix its "
+                                  f"credentials or ACLs ('kafka_properties_file')") from None
+            raise KafkaUnavailable(f"Kafka at {self.servers}: {what} failed: {cause}") from None
 
     def topics(self) -> dict[str, list[int]]:
         """Every topic the client may see, with its partitions."""
@@ -203,7 +230,9 @@ class KafkaPlan:
     appeared after the piece was decided)."""
 
     ranges: list[PlannedRange] = field(default_factory=list)
-    absent: list[tuple[Input, str, datetime]] = field(default_factory=list)  # (input, landed_files name, piece start)
+    # Recorded beside the ranges, each an empty landed_files row (input, name, piece start): topics
+    # that did not exist, offsets found deleted unread, where the piece ended.
+    markers: list[tuple[Input, str, datetime]] = field(default_factory=list)
     recorded: dict[str, tuple[int, str]] = field(default_factory=dict)  # name -> (bytes, sha256)
     skipped: list[Skipped] = field(default_factory=list)
     lost_records: int = 0  # offsets the broker deleted before any range read them
@@ -233,12 +262,18 @@ def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datet
         return out
     rows = (read(spark, cfg, "landed_files").where(f"startswith(file_name, '{PREFIX}')")
             .select("run_key", F.unix_micros("arrival_minute").alias("minute_us"), "file_name", "bytes", "sha256").collect())
-    own, others = [], []
+    own, others, own_lost, own_ends = [], [], [], {}
     for r in rows:  # the piece's start as an instant: a collected timestamp would be in the driver's local time
-        rec = Recorded.parse(_EPOCH + timedelta(microseconds=r.minute_us), r.file_name)
+        minute = _EPOCH + timedelta(microseconds=r.minute_us)
+        mine_now = r.run_key == interval.run_key and a <= minute < b
+        rec = Recorded.parse(minute, r.file_name)
         if rec is None:
+            if mine_now and parse_lost(r.file_name):
+                own_lost.append((minute, r.file_name))
+            elif mine_now and parse_piece_end(r.file_name):
+                own_ends[minute] = parse_piece_end(r.file_name)
             continue
-        if r.run_key == interval.run_key and a <= rec.piece_start < b:
+        if mine_now:
             own.append(rec)
             out.recorded[rec.name] = (r.bytes, r.sha256)
         else:
@@ -246,13 +281,13 @@ def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datet
     decided = decided or bool(own)
     starts = sorted({r.piece_start for r in own})
 
-    def piece_end(start: datetime) -> datetime:  # the pieces of a run chain: each ends where the next starts
-        return next((t for t in starts if t > start), b)
+    def piece_end(start: datetime) -> datetime:  # as recorded; else where the next piece starts
+        return own_ends.get(start) or next((t for t in starts if t > start), b)
 
     with Broker(spark, client_properties(cfg)) as broker:
         names = broker.topics()
         for spec in entity.kafka_inputs:
-            read_before = any(r.topic in spec.topics for r in others)  # by any piece, earlier or later
+            read_before = source_read(spec.topics, others)
             for topic in spec.topics:
                 mine = [r for r in own if r.topic == topic]
                 partitions = None
@@ -277,17 +312,29 @@ def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datet
                     out.ranges += [PlannedRange(spec, r, a, b) for r in piece.ranges]
                 if piece.absent:  # as each piece recorded it
                     for at in [r.piece_start for r in mine if r.range is None] or [a]:
-                        out.absent.append((spec, absent_name(topic), at))
+                        out.markers.append((spec, absent_name(topic), at))
                     if not decided:
                         out.skipped.append(Skipped(absent_name(topic), "topic does not exist (yet): read from its "
                                                                        "beginning by the first piece after it does"))
                 for s in piece.skips:
                     out.skipped.append(Skipped(s.name, f"{s.end - s.start} records {s.why}: lost"))
+                    out.markers.append((spec, lost_name(s), a))
                     out.lost_records += s.end - s.start
                     log.warning("run %s: Kafka offsets %s: %d records %s: lost", interval.run_key, s.name, s.end - s.start, s.why)
+                for at, name in own_lost if decided else ():  # said again by every rerun of the piece
+                    topic_, p, first, last = parse_lost(name)
+                    if topic_ == topic:
+                        out.skipped.append(Skipped(name.removesuffix(":lost"), f"{last - first} records deleted by the "
+                                                   f"broker (retention) before any run read them: lost"))
+                        out.markers.append((spec, name, at))
+                        out.lost_records += last - first
                 for name in piece.left:
                     out.skipped.append(Skipped(name, f"not read by run {interval.run_key}, decided before it appeared: "
                                                      f"read by the next run"))
+    if entity.kafka_inputs:  # where each piece ended, for a whole run read again later
+        spec = entity.kafka_inputs[0]
+        ends = own_ends.items() if decided else [(a, b)]
+        out.markers += [(spec, piece_end_name(end), start) for start, end in ends]
     return out
 
 
@@ -313,9 +360,12 @@ def read_failure(exc: BaseException, ranges: list[OffsetRange], run_key: str, pr
         return LandingChanged(f"Kafka ranges of run {run_key} are no longer held whole by the broker (records deleted "
                               f"by retention, or the topic deleted or recreated): {', '.join(r.name for r in ranges)}")
     kafka = next((c for c in causes if c.startswith("org.apache.kafka.") or c.startswith(
-        "java.util.concurrent.TimeoutException: Failed to get records")), None)
+        ("java.util.concurrent.TimeoutException: Cannot fetch record", "java.util.concurrent.TimeoutException: Failed to get records"))), None)
     if kafka is None:
         return None
+    if refused_access(kafka):
+        return ConfigError(f"Kafka refused the client while ranges of run {run_key} were read: "
+                           f"{properties.redact(kafka.splitlines()[0], props)[:300]}; fix its credentials or ACLs")
     return KafkaUnavailable(f"Kafka stopped answering while ranges of run {run_key} were read: "
                             f"{properties.redact(kafka.splitlines()[0], props)[:300]}")
 

@@ -1,12 +1,15 @@
-"""The entity's sequence definition (``<meta_root>/sequence.json``): recorded at the first ingest,
-checked before every later one, so a model edit that changes how versions are ordered (an
-attribute instead of the log position, another connector, other ``sequence_bits``) is refused
-before it writes: ``key_map`` holds sequences of the old definition, and sequences of two
-definitions do not compare (every later change would be judged stale, silently)."""
+"""The entity's sequence definition (``<meta_root>/sequence.json``): how each source's versions
+are ordered, recorded by the first ingest or load and checked before every later one. A model edit
+that changes it for a source the warehouse has read (an attribute instead of the log position,
+another connector, other ``sequence_bits``) is refused before anything is written: ``key_map``
+holds that source's sequences of the old definition, and sequences of two definitions do not
+compare (every later change would be judged stale, silently). A source added to the model takes
+its own definition. ``*`` stands for any source the model does not name."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.model import sequence_definition
@@ -15,20 +18,44 @@ from etl.io.files import write_json
 SEQUENCE_FILE = "sequence.json"  # under meta_root
 
 
-def check_sequence_definition(cfg: EtlConfig) -> None:
-    """Refuse a definition other than the recorded one; record it the first time."""
+def check_sequence_definition(cfg: EtlConfig, adopt: bool = False) -> None:
+    """Refuse a definition other than the recorded one for a source both name; record it (with any
+    new sources) otherwise. A warehouse with loaded keys and no record (made by a version before
+    the record) is refused unless ``adopt`` (``etl init``: the operator says this model loaded it)."""
     entity = cfg.entity_model
     now = sequence_definition(entity)
     path = cfg.meta_path / SEQUENCE_FILE
     if not path.exists():
+        if not adopt and _has_keys(cfg):
+            raise ConfigError(
+                f"model file {cfg.model.path!r}, entity {entity.name!r}: this warehouse holds keys but no record of how "
+                f"their versions are ordered ({path}; made by an older version). If this model orders them as they "
+                f"were loaded, record it with `etl init` (same settings); a model that orders them otherwise needs a "
+                f"new warehouse (docs/sources.md, 'The order is recorded with the warehouse')")
         write_json(path, now)
         return
     recorded = json.loads(path.read_text())
-    if recorded != now:
-        changed = sorted(k for k in set(recorded) | set(now) if recorded.get(k) != now.get(k))
+
+    def either(definition: dict, source: str):
+        return definition.get(source, definition.get("*"))
+
+    changed = sorted(s for s in set(recorded) | set(now)
+                     if either(recorded, s) is not None and either(now, s) is not None and either(recorded, s) != either(now, s))
+    if changed:
         raise ConfigError(
-            f"model file {cfg.model.path!r}, entity {entity.name!r}: the order of versions changed for "
-            f"{', '.join(changed)} (recorded {json.dumps({k: recorded.get(k) for k in changed})}, now "
-            f"{json.dumps({k: now.get(k) for k in changed})}): this warehouse's key_map holds sequences of the "
+            f"model file {cfg.model.path!r}, entity {entity.name!r}: the order of versions changed for source "
+            f"{', '.join(changed)} (recorded {json.dumps({s: either(recorded, s) for s in changed})}, now "
+            f"{json.dumps({s: either(now, s) for s in changed})}): this warehouse's key_map holds sequences of the "
             f"recorded definition, and sequences of two definitions do not compare. Put the model back, or load "
             f"the entity into a new warehouse (another 'directory' or warehouse root) (docs/sources.md)")
+    merged = {**now, **recorded}  # new sources join; a source the model dropped keeps its record
+    if merged != recorded:
+        write_json(path, merged)
+
+
+def _has_keys(cfg: EtlConfig) -> bool:
+    """Whether ``key_map`` holds data files (a local warehouse; an object store's is not listed)."""
+    if cfg.warehouse_on_object_store:
+        return False
+    table = Path(cfg.table_path("key_map"))
+    return table.is_dir() and any(table.rglob("*.parquet"))

@@ -3,17 +3,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from etl.core.config import EtlConfig, load_config
-from etl.core.spark_conf import packages, spark_conf
+from etl.core.spark_conf import jars_record, packages, spark_conf
+from etl.io.files import write_atomic
 
 
 def check_java() -> str:
@@ -28,6 +31,32 @@ def check_java() -> str:
 def in_spark_submit() -> bool:
     """True when spark-submit launched this Python (master and jars were set on the command line)."""
     return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def record_jars(cfg: EtlConfig, session) -> None:
+    """Keep the jars Spark just resolved from ``spark.jars.packages`` in a folder the project owns
+    (``etl.core.spark_conf.jars_record``), so no later driver resolves them again: each resolution
+    cost 1-16 s of Ivy at every start, and printed its 80-line report. Best effort: a driver that
+    cannot record them still runs, and the next one resolves."""
+    resolved = [j for j in (session.sparkContext.getConf().get("spark.jars", "") or "").split(",") if j.strip()]
+    local = [j[len("file:"):] if j.startswith("file:") else j for j in resolved]
+    if not local or not all(Path(j).is_file() for j in local):
+        return
+    target = jars_record(cfg)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        kept = []
+        for jar in local:
+            copy = target / Path(jar).name
+            if not copy.exists() or copy.stat().st_size != Path(jar).stat().st_size:
+                partial = copy.with_name(copy.name + f".{os.getpid()}.part")
+                shutil.copyfile(jar, partial)
+                os.replace(partial, copy)
+            kept.append(str(copy))
+        write_atomic(target / "jars.json", json.dumps(kept, indent=2))
+    except OSError as exc:
+        print(f"etl: could not record the resolved jars under {target} ({exc}); the next driver resolves them again",
+              file=sys.stderr)
 
 
 def use_utc() -> None:
@@ -47,9 +76,10 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
     use_utc()
     builder = SparkSession.builder.appName(app_name)
     conf = spark_conf(cfg)
+    resolving = "spark.jars.packages" in conf
     if in_spark_submit():
-        conf.pop("spark.jars.packages")
-        conf.pop("spark.jars.excludes")
+        for key in ("spark.jars.packages", "spark.jars.excludes", "spark.jars"):
+            conf.pop(key, None)  # spark-submit has placed them already
         conf.pop("spark.driver.memory")
         conf.pop("spark.driver.extraJavaOptions", None)  # the driver JVM is already running
     else:
@@ -62,6 +92,8 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    if resolving:
+        record_jars(cfg, session)
     # Numbering a micro-batch's tuples in arrival order (new surrogate keys, epochs) is a global
     # sort of one bounded batch by design; Spark warns about it on every batch. Planning happens
     # on the driver, so quieting the driver's logger is enough.

@@ -140,6 +140,7 @@ def summarise_outcomes(outcomes: DataFrame, segment_of=None, cut_s: float | None
         F.count(F.lit(1)).alias("n"),
         *[F.sum((F.col("outcome") == k).cast("long")).alias(k) for k in OUTCOME_COUNTS],
         F.min(F.when(F.col("outcome") == "new", F.col("surrogate_key"))).alias("min_new_key"),
+        F.sum((F.col("reason") == "sequence_conflict").cast("long")).alias("sequence_conflicts"),
         *(arrival_aggregates(_instant(cut_s)) if cut_s is not None else []),
         *segments,
     ).first()
@@ -147,6 +148,7 @@ def summarise_outcomes(outcomes: DataFrame, segment_of=None, cut_s: float | None
         "n": int(row["n"]),
         "counts": {k: int(row[k] or 0) for k in OUTCOME_COUNTS},
         "min_new_key": row["min_new_key"],
+        "sequence_conflicts": int(row["sequence_conflicts"] or 0),
         "arrivals": _arrivals(row, cut_s) if cut_s is not None else None,
         "segments": sorted(int(s) for s in row["segments"]) if segment_of else None,
         "new_keys": dict(Counter(int(s) for s in row["new_in"])) if segment_of else None,

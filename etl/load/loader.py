@@ -37,6 +37,7 @@ from etl.core.stream_plan import n_windows, settled_groups
 from etl.io.layout_store import load_layout, settle_pending_layout
 from etl.io.lock import LoadLock, WarehouseLocked
 from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, run_owner
+from etl.io.sequence_store import check_sequence_definition
 from etl.io.spark import sql_settings
 from etl.io.tables import ensure_tables, read, settle_deletion_vectors
 from etl.load.apply import arrivals_at, delta_table, merge_current, merge_history, merge_key_map, summarise_outcomes
@@ -106,6 +107,7 @@ class Loader:
         a rebalance cut short, and recovers a batch a crash left unapplied (any writer's: the
         dimension's own loads, or another fact's), as every load does first."""
         deadline = time.monotonic() + wait_s
+        check_sequence_definition(self.cfg)
         if self.strategy is None:
             ensure_tables(self.spark, self.cfg)
         while True:
@@ -217,6 +219,7 @@ class Loader:
         return self._locked(interval, lambda: self._load(interval, progress, closed_windows))
 
     def _locked(self, interval: Interval, body) -> LoadResult:
+        check_sequence_definition(self.cfg)
         ensure_tables(self.spark, self.cfg)
         with LoadLock(self.cfg.meta_path, f"load of {interval.run_key}", self.cfg.lock_stale_seconds) as lock:
             self._lock = lock
@@ -347,6 +350,7 @@ class Loader:
                 run_key, batch_index, batch_seq, self.strategy.name, started, logged, next_key,
                 updates_in=summary["n"], counts=summary["counts"],
                 delay_avg_s=delays.avg_s, delay_p99_s=delays.p99_s, clock_skew=delays.clock_skew,
+                sequence_conflicts=summary["sequence_conflicts"],
             )
             self.ledger.record(step, self.strategy.stats(), outcomes=decided)
         return step, logged, summary

@@ -30,6 +30,7 @@ class BatchResult:
     # commit (the batch is decided and durable); readers of the tables see it this much later.
     applied_s: float | None = None
     clock_skew: int = 0  # updates that arrived after the commit: no delay, left out of the delays
+    sequence_conflicts: int = 0  # duplicates at a seen position with other content (not applied)
 
     @property
     def delays(self) -> Delays:
@@ -71,6 +72,7 @@ class LoadResult:
             "delay_avg_s": delays.avg_s,
             "delay_p99_s": delays.p99_s,
             "clock_skew": delays.clock_skew,
+            "sequence_conflicts": sum(b.sequence_conflicts for b in self.batches),
             "batches": [asdict(b) for b in self.batches],
         }
 
@@ -91,6 +93,7 @@ class Step:
     delay_avg_s: float | None = None
     delay_p99_s: float | None = None
     clock_skew: int = 0
+    sequence_conflicts: int = 0
 
     @property
     def keys_allocated(self) -> int:
@@ -99,4 +102,4 @@ class Step:
     def result(self) -> BatchResult:
         return BatchResult(self.run_key, self.batch_index, self.batch_seq, self.updates_in, self.counts,
                            self.keys_allocated, self.delay_avg_s, self.delay_p99_s, self.committed - self.started,
-                           clock_skew=self.clock_skew)
+                           clock_skew=self.clock_skew, sequence_conflicts=self.sequence_conflicts)

@@ -21,6 +21,7 @@ CURRENT = ("source_id", "natural_key", "name", "email", "city", "balance", "is_d
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
 def test_the_baseline_ends_with_the_product_s_keys_and_current_rows(spark, cfg, tmp_path):
     generate_stream(StreamSpec(start=T0, duration_s=120, rate=8, key_domain=150, malformed_share=0, seed=3),
                     cfg.landing_path)

@@ -9,10 +9,9 @@ pytestmark = pytest.mark.airflow
 
 GRAPHS = {
     "etl_load": {
-        "route": {"ingest", "loaded_by_stream"},
+        "route": {"ingest_load_validate", "loaded_by_stream"},
         "loaded_by_stream": {"validate"},
-        "ingest": {"join_and_load"},
-        "join_and_load": {"validate"},
+        "ingest_load_validate": {"report"},
         "validate": {"report"},
         "report": set(),
     },
@@ -56,13 +55,21 @@ def test_spark_tasks_of_every_dag_submit_the_etl_entry_point(dag_bag):
         assert task.application_args[: len(args)] == args
 
 
+def test_report_follows_whichever_path_route_took(dag_bag):
+    """One of ingest_load_validate and validate is skipped by route: report runs after the other,
+    and not after a failure."""
+    dag = dag_bag.dags["etl_load"]
+    assert dag.get_task("report").trigger_rule == "none_failed_min_one_success"
+    assert dag.get_task("validate").trigger_rule == "all_success"  # skipped with loaded_by_stream
+
+
 def test_strategy_settings_are_a_run_parameter_limited_to_the_strategies_own(dag_bag):
     import copy
 
     dag = dag_bag.dags["etl_load"]
     param = dag.params.get_param("strategy_settings")
     assert param.value == {}
-    args = dag.get_task("join_and_load").application_args
+    args = dag.get_task("ingest_load_validate").application_args
     assert args[args.index("--strategy-settings") + 1] == "{{ params.strategy_settings | tojson }}"
     assert "--settings-json" not in args
 
@@ -82,13 +89,14 @@ def test_strategy_settings_are_a_run_parameter_limited_to_the_strategies_own(dag
 
 def test_spark_tasks_use_the_connection_and_delta(dag_bag):
     dag = dag_bag.dags["etl_load"]
-    for task_id in ("ingest", "join_and_load", "validate"):
+    for task_id in ("ingest_load_validate", "validate"):
         task = dag.get_task(task_id)
         assert task._conn_id == "etl_spark"
         assert task.application.endswith("etl/entrypoints/spark_entry.py")
         assert "io.delta:delta-spark" in task.conf["spark.jars.packages"]
-        assert task.application_args[0] == {"ingest": "ingest", "join_and_load": "load", "validate": "validate"}[task_id]
-    assert "{{ params.join_strategy }}" in dag.get_task("join_and_load").application_args
+        # One driver per interval: ingest, load and validate are `etl run`'s stages, not three tasks.
+        assert task.application_args[0] == {"ingest_load_validate": "run", "validate": "validate"}[task_id]
+    assert "{{ params.join_strategy }}" in dag.get_task("ingest_load_validate").application_args
 
 
 def test_join_strategy_parameter_offers_every_strategy(dag_bag):
@@ -153,7 +161,8 @@ def dags_of_model(model, tmp_path) -> dict:
         "'tags': sorted(d.tags)} for d in bag.dags.values()}}))"
     )
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "ETL_MODEL_FILE": str(model)}
+           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "ETL_MODEL_FILE": str(model),
+           "ETL_SPARK_JARS_DIR": str(tmp_path / "no-recorded-jars")}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
@@ -186,10 +195,10 @@ def test_a_fact_s_load_waits_for_its_dimensions_loads_of_the_same_interval(tmp_p
     load = dags["etl_load_orders"]
     waits = {"wait_for_customer": {"route"}, "wait_for_product": {"route"}}
     assert {t: set(n) for t, n in load["graph"].items()} == {**{t: set(n) for t, n in GRAPHS["etl_load"].items()}, **waits}
-    # the sensors poke the dimensions' load DAGs' validate task, freeing their slot in between, and
+    # the sensors poke the dimensions' load DAGs' report task (after the interval validated), freeing their slot in between, and
     # give way (skipped, the load goes on) when a dimension has not loaded within the wait
-    assert load["senses"] == {"wait_for_customer": ["etl_load_customer", "validate", "reschedule", True],
-                              "wait_for_product": ["etl_load_product", "validate", "reschedule", True]}
+    assert load["senses"] == {"wait_for_customer": ["etl_load_customer", "report", "reschedule", True],
+                              "wait_for_product": ["etl_load_product", "report", "reschedule", True]}
     assert set(dags) == {f"etl_{k}_{e}" for k in ("load", "quality_report", "maintenance") for e in ("customer", "product", "orders")}
 
 

@@ -1,7 +1,12 @@
 """Declared entities end to end in Spark: for each test model and each entity of the worked
-example, a generated stream loaded through every strategy gives the reference join's outcomes
+example, a generated stream loaded through its strategies gives the reference join's outcomes
 and the reference's entity table (current or history), the same warehouse whichever strategy,
-and passes the entity's GX gate (docs/model.md)."""
+and passes the entity's GX gate (docs/model.md).
+
+Pairwise, not the cross product: the hardest shape (a composite key with history) goes through
+all four strategies; every other shape through ``native`` and one other strategy, so that each
+strategy meets at least two shapes and each shape two strategies (tests/etl/strategies/ holds
+each strategy's own claims on the shared seeded warehouse)."""
 
 from __future__ import annotations
 
@@ -34,6 +39,23 @@ CASES = [
     (EXAMPLE, "customer"),
     (EXAMPLE, "product"),
 ]
+HARDEST = "composite_history"
+# Each shape but the hardest: native (the reference) and one other strategy, in turn.
+OTHERS = [n for n in registry.NAMES if n != "native"]
+
+
+def strategies_of(model, entity: str) -> tuple[str, ...]:
+    if model.stem == HARDEST:
+        return registry.NAMES
+    others = [(p, e) for p, e in CASES if p.stem != HARDEST]
+    return ("native", OTHERS[others.index((model, entity)) % len(OTHERS)])
+
+
+def test_the_pairwise_set_covers_every_strategy_and_shape():
+    assert any(p.stem == HARDEST for p, _ in CASES)
+    used = [s for p, e in CASES for s in strategies_of(p, e)]
+    assert set(used) == set(registry.NAMES)
+    assert all(used.count(s) >= 2 for s in registry.NAMES)
 
 
 def entity_config(root, model, entity: str) -> EtlConfig:
@@ -45,10 +67,14 @@ def entity_config(root, model, entity: str) -> EtlConfig:
     return base.for_entity(entity)
 
 
-@pytest.fixture(scope="module", params=CASES, ids=[f"{p.stem}-{e}" for p, e in CASES])
+# make test runs the hardest shape; the others run in make test-slow while CI cannot afford them (issue 44).
+@pytest.fixture(scope="module", ids=[f"{p.stem}-{e}" for p, e in CASES],
+                params=[pytest.param(c, marks=[] if c[0].stem == HARDEST else [pytest.mark.slow]) for c in CASES])
 def loaded(request, spark, tmp_path_factory):
-    """Per case: FIRST loaded by native, then SECOND by every strategy from a copy of that."""
+    """Per case: FIRST loaded by native, then SECOND by each of the case's strategies from a copy
+    of that."""
     model, name = request.param
+    strategies = strategies_of(model, name)
     root = tmp_path_factory.mktemp(f"entity-{name}")
     cfg = entity_config(root, model, name)
     entity = cfg.entity_model
@@ -56,7 +82,7 @@ def loaded(request, spark, tmp_path_factory):
                                sources=entity.sources or ("crm", "web"), malformed_share=0.03, delete_share=0.05,
                                p=0.6, q=0.1, r=0.25, s=0.05), cfg.landing_path, entity=entity)
     seeded = {}
-    for kind in ("range", "hash"):
+    for kind in sorted({registry.spec(s).new_layout for s in strategies}):
         seed = cfg.replace(warehouse_root=str(root / kind), runs_root=str(root / kind / "runs"))
         load_layout(seed, kind)
         jobs.ingest(spark, seed.replace(micro_batch_seconds=120), SEEDED_FIRST)
@@ -64,12 +90,12 @@ def loaded(request, spark, tmp_path_factory):
         jobs.ingest(spark, seed, SEEDED_SECOND)
         seeded[kind] = seed
     out = {}
-    for strategy in registry.NAMES:
+    for strategy in strategies:
         each = copy_of(seeded[registry.spec(strategy).new_layout], root / "loads", strategy)
         jobs.load(spark, each, SEEDED_SECOND, strategy=strategy)
         out[strategy] = each
     yield out
-    # Four cases of six warehouses each: let the shared session forget their tables' cached logs.
+    # Several warehouses per case: let the shared session forget their tables' cached logs.
     spark.catalog.clearCache()
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
 
@@ -92,7 +118,7 @@ def test_every_strategy_loads_the_entity_as_the_reference_does(spark, loaded):
 
 
 def test_the_entity_s_table_has_its_declared_columns_and_passes_its_gate(spark, loaded):
-    cfg = loaded["partitioned-range"]
+    cfg = loaded[next(s for s in loaded if s != "native")]
     entity = cfg.entity_model
     table = read(spark, cfg, entity.table)
     declared = [c.name for c in entity.columns]

@@ -7,7 +7,7 @@ from etl import jobs
 from etl.core.interval import Interval
 from etl.io.landing import LandingError, landing_file, scan_landing
 from etl.io.tables import read
-from tests.helpers import good, land
+from tests.helpers import ROOT, good, land
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
 INTERVAL = Interval(T0, T0 + timedelta(minutes=2))
@@ -205,3 +205,35 @@ def test_update_ids_do_not_depend_on_where_the_landing_zone_is_mounted(spark, cf
         jobs.ingest(spark, c, INTERVAL)
     ids = [sorted(r[0] for r in read(spark, c, "ingested_updates").select("update_id").collect()) for c in (cfg, elsewhere)]
     assert ids[0] == ids[1] and ids[0][0].startswith("source_id=crm/arrival_date=2026-11-22/")
+
+
+def test_records_of_several_pieces_of_one_partition_are_checked_each_in_its_own_piece():
+    """A run the always-on loader ingested in pieces, read again whole: the partition is read once
+    from the first piece's start to the last's end, and each record lands in its own range's row,
+    its arrival kept in the minutes of the piece that decided that range (a late record of the
+    second piece stays in the second piece's first minute)."""
+    import json
+
+    from etl.core.model import load_model
+    from etl.ingest import check_records
+
+    entity = load_model(ROOT / "tests" / "models" / "kafka" / "accounts.toml").entity()
+    spec = entity.input_of("bank")
+    t0 = datetime(2026, 11, 24, 8, 0, tzinfo=timezone.utc)
+    pieces = [(0, 2, t0, t0 + timedelta(minutes=1)), (2, 5, t0 + timedelta(minutes=1), t0 + timedelta(minutes=3))]
+    meta = {("bank.accounts", 0): [(s, e, spec, f"kafka:bank.accounts:0:{s}-{e}", a, b) for s, e, a, b in pieces]}
+
+    def record(offset, seconds):
+        line = {"source_id": "bank", "account_id": offset, "op": "upsert", "source_seq": offset,
+                "event_ts": t0.isoformat(), "attributes": {"owner": "x", "balance": "1.00"}}
+        return {"topic": "bank.accounts", "partition": 0, "offset": offset, "timestamp": t0 + timedelta(seconds=seconds),
+                "value": json.dumps(line).encode()}
+
+    rows = list(check_records([record(0, 5), record(1, 50), record(2, 20), record(3, 70), record(4, 200), record(5, 1)],
+                              meta, 65536, (), entity))
+    lines = [(r["file_name"], r["line_number"], r["arrival_minute"].minute) for r in rows if r["kind"] == "line"]
+    assert lines == [("kafka:bank.accounts:0:0-2", 0, 0), ("kafka:bank.accounts:0:0-2", 1, 0),
+                     ("kafka:bank.accounts:0:2-5", 2, 1),  # timestamped in the first minute: kept in its piece's
+                     ("kafka:bank.accounts:0:2-5", 3, 1), ("kafka:bank.accounts:0:2-5", 4, 2)]  # offset 5: not this read's
+    files = [(r["file_name"], r["file_lines"], r["arrival_minute"]) for r in rows if r["kind"] == "file"]
+    assert files == [("kafka:bank.accounts:0:0-2", 2, t0), ("kafka:bank.accounts:0:2-5", 3, t0 + timedelta(minutes=1))]

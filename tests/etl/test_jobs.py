@@ -32,3 +32,11 @@ def test_the_report_says_kafka_records_lost_apart_from_the_landing_zone_s_noise(
     assert "  KAFKA RECORDS LOST  4 (deleted by the broker before any run read them)" in text
     assert "  skipped entries     2 of Kafka, not read by this run:" in text
     assert "  skipped entries     1 in the landing zone, not landing files (not read):" in text
+
+
+def test_the_report_says_sequence_conflicts_apart_from_the_duplicates(cfg):
+    """Other content at a log position already seen is not applied: the report says how many,
+    instead of counting them with the redeliveries (the second review)."""
+    jobs.write_summary(cfg, RUN, "load", {"strategy": "native", "outcomes": {"duplicate": 3}, "sequence_conflicts": 2})
+    assert ("  SEQUENCE CONFLICTS  2 duplicates at a log position already seen, with other content: not applied "
+            "(duplicates_quarantine, reason sequence_conflict)") in jobs.format_report(jobs.report(cfg, RUN)).splitlines()

@@ -28,7 +28,7 @@ from etl import jobs
 from etl.io import kafka as kafka_sources
 from etl.core.interval import Interval
 from etl.core.model import load_model
-from etl.core.offsets import OffsetRange
+from etl.core.offsets import OffsetRange, parse_piece_end
 from etl.devtools import kafka_broker
 from etl.devtools.cdc import KafkaRecord, create_topics, deletes_as_produced, landing_lines, produce, records_of
 from etl.generator import StreamSpec, generate_stream
@@ -121,9 +121,12 @@ def run(spark, cfg, interval):
     return ingest
 
 
-@pytest.mark.parametrize("entity", ["customer", "product"])
+# The customer (history, two sources) in make test; the product (current, one source, a composite
+# key) in make test-slow while CI cannot afford it (issue 44).
+@pytest.mark.parametrize("entity", ["customer", pytest.param("product", marks=pytest.mark.slow)])
 def test_change_events_on_kafka_load_the_tables_the_landing_files_give(spark, cfg, tmp_path, broker, entity):
-    files, kafka = configs(cfg, tmp_path, entity, broker)
+    # Two batches a run: what the claim needs (a range recorded per piece), half the commits of four.
+    files, kafka = (c.replace(micro_batch_seconds=120) for c in configs(cfg, tmp_path, entity, broker))
     model_entity = files.entity_model
     generate_stream(StreamSpec(start=T0, duration_s=240, rate=3, key_domain=60, seed=11, sources=model_entity.sources,
                                delete_share=0.05), files.landing_path, entity=model_entity)
@@ -159,16 +162,19 @@ def test_change_events_on_kafka_load_the_tables_the_landing_files_give(spark, cf
     produce(spark, broker.bootstrap, [KafkaRecord(topic, b"late", late, at)])
     nxt = jobs.ingest(spark, kafka, NEXT)
     assert nxt["rejected_by_reason"] == {"bad_op": 1}
-    ranges = [OffsetRange.parse(r.file_name) for r in read(spark, kafka, "landed_files").collect()]
+    # (the ranges; landed_files also holds markers: where each piece ended)
+    ranges = [r for r in (OffsetRange.parse(f.file_name) for f in read(spark, kafka, "landed_files").collect()) if r]
     for t in {r.topic for r in ranges}:
         for p in {r.partition for r in ranges if r.topic == t}:
             mine = sorted((r.start, r.end) for r in ranges if r.topic == t and r.partition == p)
             assert all(a[1] == b[0] for a, b in zip(mine, mine[1:])), mine  # contiguous, never overlapping
 
 
-STREAM_SETTINGS = dict(schedule="* * * * *", micro_batch_seconds=30, stream_grace_seconds=1, key_domain=60)
+# One batch a run: the kill below lands in the second run, which the restart finds open.
+STREAM_SETTINGS = dict(schedule="* * * * *", micro_batch_seconds=60, stream_grace_seconds=1, key_domain=60)
 
 
+@pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
 def test_the_stream_reading_kafka_killed_mid_run_and_restarted_gives_the_scheduled_runs_tables(spark, cfg, tmp_path, broker):
     files, kafka = (c.replace(**STREAM_SETTINGS) for c in configs(cfg, tmp_path, "product", broker))
     now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
@@ -178,11 +184,11 @@ def test_the_stream_reading_kafka_killed_mid_run_and_restarted_gives_the_schedul
     in_millis(files.landing_path)
     publish(spark, broker, files, "product")
 
-    # `etl stream` as a real process, SIGKILLed as its third batch's key_map MERGE commits.
+    # `etl stream` as a real process, SIGKILLed as its second batch's key_map MERGE commits.
     names = ("warehouse_root", "landing_root", "gx_root", "runs_root", "model_file", "entity", "kafka_bootstrap_servers",
              "spark_master", "spark_shuffle_partitions", "n_part", *STREAM_SETTINGS)
     settings = {k: str(getattr(kafka, k)) for k in names}
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", ETL_CRASH_AT="load.key_map_merged:3")
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", ETL_CRASH_AT="load.key_map_merged:2")
     with open(tmp_path / "stream.log", "w") as log:
         proc = subprocess.Popen([sys.executable, "-m", "etl.entrypoints.cli", "stream", "--entity", "product",
                                  "--start", runs[0].start.isoformat(), "--settings-json", json.dumps(settings)],
@@ -211,11 +217,12 @@ def test_the_stream_reading_kafka_killed_mid_run_and_restarted_gives_the_schedul
     assert read(spark, kafka, "outcome_log").count() == read(spark, files, "outcome_log").count()  # none lost
 
 
+@pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
 def test_a_scheduled_run_reading_kafka_killed_mid_load_and_rerun_gives_the_landing_files_tables(spark, cfg, tmp_path, broker):
     """`etl run` (what the DAG's tasks run) SIGKILLed between its first batch's two MERGEs, then
     run again as a retry would: the recorded ranges are read again, nothing lost or doubled."""
     files, kafka = configs(cfg, tmp_path, "customer", broker)
-    files, kafka = files.replace(key_domain=60), kafka.replace(key_domain=60)
+    files, kafka = (c.replace(key_domain=60, micro_batch_seconds=90) for c in (files, kafka))  # two batches
     start = datetime(2026, 11, 23, 9, 0, tzinfo=timezone.utc)  # not RUN: the topics hold that one's records
     interval = Interval(start, start + timedelta(minutes=3))
     generate_stream(StreamSpec(start=start, duration_s=180, rate=3, key_domain=60, seed=23, sources=("crm", "shop")),
@@ -263,8 +270,10 @@ def accounts(spark, cfg) -> dict[int, str]:
 
 
 def ranges_of(spark, cfg, run_key: str | None = None) -> list[str]:
+    """The recorded ranges and markers of absent topics and lost offsets (not where pieces ended)."""
     rows = read(spark, cfg, "landed_files")
-    return sorted(r.file_name for r in (rows.where(f"run_key = '{run_key}'") if run_key else rows).collect())
+    return sorted(r.file_name for r in (rows.where(f"run_key = '{run_key}'") if run_key else rows).collect()
+                  if parse_piece_end(r.file_name) is None)
 
 
 def assert_every_offset_read_once(spark, cfg, ends: dict[tuple[str, int], int]) -> None:
@@ -321,6 +330,15 @@ def test_partitions_and_topics_that_appear_later_are_read_once_and_a_loaded_run_
     kafka_broker.delete_records(broker.bootstrap, MAIN, 0, before=2)
     with pytest.raises(jobs.LandingChanged, match=r"kafka:bank\.accounts:0:0-3"):
         jobs.ingest(spark, cfg, I1)
+
+    # Retention outruns the warehouse: two records deleted before any run read them. The next run
+    # starts after them and says they are lost; a rerun of it says so again.
+    kafka_broker.send(spark, broker.bootstrap, [(MAIN, 0, *account(6, 6, "6.00", I3.start + timedelta(seconds=10))),
+                                                (MAIN, 0, *account(7, 7, "7.00", I3.start + timedelta(seconds=20)))])
+    kafka_broker.delete_records(broker.bootstrap, MAIN, 0, before=6)
+    lost = run(spark, cfg, I3)
+    assert lost["kafka_records_lost"] == 2 and any(s["name"] == "kafka:bank.accounts:0:4-6" for s in lost["skipped"])
+    assert jobs.ingest(spark, cfg, I3)["kafka_records_lost"] == 2
 
 
 def test_a_broker_that_goes_away_is_retry_later_and_nothing_is_lost_or_doubled(spark, cfg, tmp_path, broker, monkeypatch):

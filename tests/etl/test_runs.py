@@ -46,6 +46,7 @@ def die_after(loader: Loader, commits: int) -> None:
     loader._apply = dying
 
 
+@pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
 def test_a_run_is_pinned_to_the_strategy_that_started_it(spark, cfg):
     """A partitioned-range run cut short after its 2nd batch and resumed with native lost 29 of
     950 updates (its wait buffer was never released). Now native is refused, naming the owner,

@@ -474,6 +474,11 @@ def test_another_connectors_event_is_refused_not_ordered_by_the_declared_ones_ru
     assert reason(lambda: change("pg", "u", ACCOUNT_ROW, mysql("mysql-bin.000003", 154))) == "bad_envelope"
 
 
+def test_mariadbs_events_on_an_input_declared_mysql_are_read_by_the_same_rule():
+    """Both connectors write file, pos and row: one rule reads both, so the name is no mismatch."""
+    assert change("my", "u", ACCOUNT_ROW, {**mysql("mariadb-bin.000004", 154), "connector": "mariadb"}).source_seq == (4 << 44) | (154 << 12)
+
+
 def test_a_value_the_connector_could_not_read_is_refused_never_stored():
     """Postgres under REPLICA IDENTITY DEFAULT sends an unchanged TOASTed column as Debezium's
     placeholder; storing it would overwrite the real text with it."""

@@ -87,8 +87,10 @@ BAD = {
                          "decimal_handling 'base64' must be one of precise, string, double "
                          "(the connector's decimal.handling.mode)"),
     "event time path": ("event_time = 'after.ts'", "event_time 'after.ts' must name a field of the event"),
-    "a binlog position without its file": ("sequence = 'source.pos'",
-                                           "source.pos starts again in every binlog file, so later changes would be judged stale"),
+    "a binlog position without its file": ("sequence = 'source.pos'", "source.pos starts again in every file"),
+    "a binlog position before its file": ("sequence = ['source.pos', 'source.file']\nsequence_bits = [32, 19]",
+                                          "a binlog position is its file, then its place in the file, then its row"),
+    "a binlog row alone": ("sequence = 'source.row'", "a binlog position is its file"),
 }
 
 

@@ -20,6 +20,7 @@ from etl.core.offsets import (
     is_range,
     plan,
     plan_topic,
+    source_read,
 )
 
 T = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
@@ -143,7 +144,7 @@ class Warehouse:
         own = self.recorded.get(i, [])
         others = [r for j, rs in self.recorded.items() if j != i for r in rs]
         decided = bool(own) or i in self.loaded
-        read_before = bool(others)
+        read_before = source_read(self.source_topics, others)  # the rule plan_ranges uses
         out = []
         for topic in self.source_topics:
             piece = plan_topic(topic, a, [r for r in own if r.topic == topic], others, self.broker.now(topic, a, b),
@@ -256,3 +257,19 @@ def test_a_partition_that_appeared_after_the_first_run_is_read_whole_by_a_backfi
     assert "kafka:t:1:0-2" in w.run(1)
     w.run(6)
     w.assert_each_offset_in_exactly_one_range()
+
+
+def test_markers_of_lost_offsets_and_piece_ends_name_themselves_and_are_no_ranges():
+    from etl.core.offsets import Skip, lost_name, parse_lost, parse_piece_end, piece_end_name
+
+    name = lost_name(Skip("t", 0, 13, 17, "deleted"))
+    assert name == "kafka:t:0:13-17:lost" and parse_lost(name) == ("t", 0, 13, 17)
+    assert OffsetRange.parse(name) is None and Recorded.parse(T, name) is None
+    end = piece_end_name(T + 90 * M / 60)
+    assert parse_piece_end(end) == T + timedelta(seconds=90) and Recorded.parse(T, end) is None
+
+
+def test_a_backfill_before_a_range_the_partition_no_longer_reaches_is_refused():
+    """The topic was recreated and holds fewer records than where a recorded range starts."""
+    with pytest.raises(OffsetsWentBack, match="before offset 100 where a recorded range starts"):
+        plan("t", 0, T, [rec(1, 100, 120)], now(2, None, 10), True)

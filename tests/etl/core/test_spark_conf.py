@@ -24,12 +24,38 @@ def test_the_driver_s_jvm_output_goes_to_stderr_and_configured_options_follow(tm
     assert spark_conf(cfg)["spark.driver.extraJavaOptions"] == f"{JVM_OUTPUT_TO_STDERR} -XX:TieredStopAtLevel=1"
 
 
-def test_spark_fetches_the_kafka_source_only_for_a_model_that_reads_a_topic():
+def test_spark_fetches_the_kafka_source_only_for_a_model_that_reads_a_topic(tmp_path):
     from etl.core.spark_conf import kafka_package
     from tests.helpers import ROOT
 
-    assert "spark-sql-kafka" not in spark_conf(EtlConfig())["spark.jars.packages"]
-    kafka = EtlConfig(model_file=str(ROOT / "examples" / "shop" / "kafka.toml"), spark_packages="org.apache.hadoop:hadoop-aws:3.4.2")
+    assert "spark-sql-kafka" not in spark_conf(EtlConfig(spark_jars_dir=str(tmp_path)))["spark.jars.packages"]
+    kafka = EtlConfig(model_file=str(ROOT / "examples" / "shop" / "kafka.toml"), spark_packages="org.apache.hadoop:hadoop-aws:3.4.2",
+                      spark_jars_dir=str(tmp_path))
     packages = spark_conf(kafka)["spark.jars.packages"].split(",")
     assert packages == [delta_package(), kafka_package(), "org.apache.hadoop:hadoop-aws:3.4.2"]
     assert kafka_package() == f"org.apache.spark:spark-sql-kafka-0-10_2.13:{metadata.version('pyspark')}"
+
+
+def test_jars_recorded_once_resolved_replace_the_resolution_of_every_later_driver(tmp_path):
+    """The first driver resolves spark.jars.packages with Ivy and records the jars (etl.io.spark);
+    every later one starts with them as spark.jars. A record of other packages, or with a jar gone,
+    is not used; a site's own spark_jars always is."""
+    import json
+
+    from etl.core.spark_conf import jars_record
+
+    cfg = EtlConfig(spark_jars_dir=str(tmp_path))
+    assert "spark.jars" not in spark_conf(cfg) and "spark.jars.packages" in spark_conf(cfg)
+    folder = jars_record(cfg)
+    folder.mkdir(parents=True)
+    jars = [folder / "io.delta_delta-spark_2.13-4.4.0.jar", folder / "io.delta_delta-storage-4.4.0.jar"]
+    for jar in jars:
+        jar.write_bytes(b"PK")
+    (folder / "jars.json").write_text(json.dumps([str(j) for j in jars]))
+    conf = spark_conf(cfg)
+    assert conf["spark.jars"] == ",".join(map(str, jars)) and "spark.jars.packages" not in conf
+    assert jars_record(cfg.replace(spark_packages="org.apache.hadoop:hadoop-aws:3.4.2")) != folder  # other packages
+    assert "spark.jars.packages" in spark_conf(cfg.replace(spark_packages="org.apache.hadoop:hadoop-aws:3.4.2"))
+    jars[1].unlink()
+    assert "spark.jars.packages" in spark_conf(cfg)  # a jar gone: resolve again
+    assert spark_conf(cfg.replace(spark_jars="/opt/jars/a.jar, /opt/jars/b.jar"))["spark.jars"] == "/opt/jars/a.jar,/opt/jars/b.jar"

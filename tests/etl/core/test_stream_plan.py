@@ -118,9 +118,9 @@ def test_the_route_task_reads_the_stream_s_files(tmp_path, monkeypatch):
     monkeypatch.setenv("ETL_RUNS_ROOT", str(tmp_path / "runs"))
     monkeypatch.setenv("ETL_STREAM_STALE_SECONDS", "20")
     cfg = EtlConfig(warehouse_root=str(tmp_path / "wh"), runs_root=str(tmp_path / "runs"))
-    assert stream_route(T0, at(5)) == "ingest"  # no stream
+    assert stream_route(T0, at(5)) == "ingest_load_validate"  # no stream
     write_json(stream_dir(cfg) / HEARTBEAT, {"at_epoch": time.time(), "run_key": "20261122T0105-20261122T0110", "stopped": False})
-    assert stream_route(T0, at(5)) == "ingest"  # a live stream past the interval
+    assert stream_route(T0, at(5)) == "ingest_load_validate"  # a live stream past the interval
     summary = tmp_path / "runs" / "20261122T0100-20261122T0105" / "load.json"
     summary.parent.mkdir(parents=True)
     summary.write_text(json.dumps({"loaded_by": "stream"}))

@@ -67,6 +67,16 @@ def test_a_failed_read_is_judged_by_its_java_exceptions_and_shown_without_secret
     lost = read_failure(_failed("org.apache.spark.SparkException: [KAFKA_DATA_LOSS.START_OFFSET_RESET] Some data may "
                                 "have been lost ... set the source option 'failOnDataLoss' to 'false'"), ranges, "r", props)
     assert isinstance(lost, LandingChanged) and "kafka:t:0:0-5" in str(lost)
+    # Spark 4.2's own words for a consumer that waited in vain (InternalKafkaConsumer).
+    slow = read_failure(_failed("org.apache.spark.SparkException: Job aborted",
+                                "java.util.concurrent.TimeoutException: Cannot fetch record for offset 7 in 4000 milliseconds"),
+                        ranges, "r", props)
+    assert isinstance(slow, KafkaUnavailable) and "Cannot fetch record" in str(slow)
+    # Credentials or ACLs refused: an operator's fix, not "retry later" (the stream would retry forever).
+    refused = read_failure(_failed("org.apache.spark.SparkException: Job aborted",
+                                   "org.apache.kafka.common.errors.TopicAuthorizationException: Not authorized to access topics: [t]"),
+                           ranges, "r", props)
+    assert isinstance(refused, ConfigError) and "ACLs" in str(refused)
     # A bug of ours whose trace merely mentions Kafka's package is not "retry later".
     bug = _failed("org.apache.spark.api.python.PythonException: ZeroDivisionError at org.apache.kafka.clients.Foo")
     assert read_failure(bug, ranges, "r", props) is None
@@ -131,3 +141,73 @@ def test_java_reads_every_properties_file_as_we_do(spark):
     assert len(read) > 500
     assert not [r for r in read if r[1] != r[2]], [r for r in read if r[1] != r[2]][:5]
     assert sum(theirs is None for _, theirs, _ in read) > 20  # Java's refusals were tried too
+
+
+class _Consumer:
+    """A Kafka client whose calls fail as the real one's do, for Broker's judgement of the failure."""
+
+    def __init__(self, *chain: str) -> None:
+        self.chain = chain
+
+    def listTopics(self):
+        raise _failed(*self.chain)
+
+    def close(self) -> None:
+        pass
+
+
+class _Jvm:
+    def __init__(self, creation_chain=None, call_chain=None) -> None:
+        outer = self
+
+        class Properties(dict):
+            def put(self, k, v):
+                self[k] = v
+
+            def putIfAbsent(self, k, v):
+                self.setdefault(k, v)
+
+        def consumer(_props):
+            if outer.creation_chain:
+                raise _failed(*outer.creation_chain)
+            return _Consumer(*outer.call_chain)
+
+        self.creation_chain, self.call_chain = creation_chain, call_chain
+        self.java = type("java", (), {"util": type("util", (), {"Properties": Properties})})
+        self.org = type("org", (), {"apache": type("apache", (), {"kafka": type("kafka", (), {"clients": type(
+            "clients", (), {"consumer": type("consumer", (), {"KafkaConsumer": staticmethod(consumer)})})})})})
+
+
+def _session(jvm):
+    return type("Spark", (), {"sparkContext": type("SC", (), {"_jvm": jvm})})
+
+
+@pytest.mark.parametrize("chain, kind", [
+    # Bootstrap names that do not resolve (brokers restarting under Kubernetes): retry later.
+    (("org.apache.kafka.common.KafkaException: Failed to construct kafka consumer",
+      "org.apache.kafka.common.config.ConfigException: No resolvable bootstrap urls given in bootstrap.servers"), "unavailable"),
+    # A setting the client refuses: the operator's, exit 2.
+    (("org.apache.kafka.common.KafkaException: Failed to construct kafka consumer",
+      "org.apache.kafka.common.config.ConfigException: Invalid value x for configuration request.timeout.ms"), "config"),
+])
+def test_a_client_that_cannot_be_made_is_judged_by_its_cause(chain, kind):
+    from etl.io.kafka import Broker, KafkaUnavailable
+
+    with pytest.raises(KafkaUnavailable if kind == "unavailable" else ConfigError) as err:
+        Broker(_session(_Jvm(creation_chain=chain)), {"bootstrap.servers": "kafka-0.kafka:9092"})
+    assert "An error occurred while calling" not in str(err.value)
+
+
+def test_a_cluster_that_refuses_the_credentials_is_an_operators_fix_not_retry_later():
+    from etl.io.kafka import Broker, KafkaUnavailable
+
+    broker = Broker(_session(_Jvm(call_chain=("org.apache.kafka.common.errors.SaslAuthenticationException: "
+                                               "Authentication failed: Invalid username or password",))),
+                    {"bootstrap.servers": "b:9093", "sasl.jaas.config": 'x required password="hunter2";'})
+    with pytest.raises(ConfigError, match="refused the client") as err:
+        broker.topics()
+    assert not isinstance(err.value, KafkaUnavailable)
+    down = Broker(_session(_Jvm(call_chain=("org.apache.kafka.common.errors.TimeoutException: Timeout expired "
+                                             "while fetching topic metadata",))), {"bootstrap.servers": "b:9093"})
+    with pytest.raises(KafkaUnavailable, match="TimeoutException"):
+        down.topics()

@@ -33,3 +33,11 @@ def test_a_driver_in_another_time_zone_reads_collected_times_as_utc():
     out = subprocess.run([sys.executable, "-c", probe], env={**__import__("os").environ, "TZ": "Europe/Berlin"},
                          capture_output=True, text=True, check=True).stdout.split()
     assert out == ["1", "0"]
+
+
+def test_the_session_factory_puts_the_driver_in_utc(spark):
+    """build_spark_session itself switches the process to UTC (the test session is built by it)."""
+    import os
+    import time
+
+    assert os.environ["TZ"] == "UTC" and time.localtime(0).tm_hour == 0

@@ -63,12 +63,13 @@ def test_merge_current_keeps_the_newest_state_of_each_key(spark, cfg):
 
 
 def test_a_batch_summary_counts_outcomes_and_knows_its_first_new_key(spark):
-    rows = [("u1", "new", 7, T1), ("u2", "new", 8, T2), ("u3", "matched", 3, T2), ("u4", "duplicate", 3, T3)]
-    outcomes = spark.createDataFrame(rows, "update_id string, outcome string, surrogate_key long, arrival_ts timestamp")
+    rows = [("u1", "new", None, 7, T1), ("u2", "new", None, 8, T2), ("u3", "matched", None, 3, T2),
+            ("u4", "duplicate", "sequence_conflict", 3, T3)]
+    outcomes = spark.createDataFrame(rows, "update_id string, outcome string, reason string, surrogate_key long, arrival_ts timestamp")
     summary = summarise_outcomes(outcomes, cut_s=T3.timestamp())
-    assert summary["n"] == 4 and summary["min_new_key"] == 7
+    assert summary["n"] == 4 and summary["min_new_key"] == 7 and summary["sequence_conflicts"] == 1
     assert summary["counts"] == {"matched": 1, "new": 2, "duplicate": 1, "stale": 0}
-    assert summary["arrivals"] == Arrivals(T3.timestamp(), 4, sum(t.timestamp() for _, _, _, t in rows) / 4, T1.timestamp(), 0, None)
+    assert summary["arrivals"] == Arrivals(T3.timestamp(), 4, sum(r[-1].timestamp() for r in rows) / 4, T1.timestamp(), 0, None)
     assert summarise_outcomes(outcomes)["arrivals"] is None  # recovery's summary: no delays
 
 
@@ -77,7 +78,8 @@ def test_a_batch_summary_splits_arrivals_after_the_commit_off_as_clock_skew(spar
     summary's cut and the commit: the split is taken again at the commit, where it is on time."""
     future = datetime(2027, 3, 10, 10, 20)
     rows = [("u1", "new", 7, T1), ("u2", "new", 8, future), ("u3", "matched", 7, future), ("u4", "matched", 8, T3)]
-    outcomes = spark.createDataFrame(rows, "update_id string, outcome string, surrogate_key long, arrival_ts timestamp")
+    outcomes = spark.createDataFrame(rows, "update_id string, outcome string, surrogate_key long, arrival_ts timestamp") \
+        .withColumn("reason", F.lit(None).cast("string"))
     cut, commit = T2.timestamp(), T3.timestamp() + 1
     arrivals = summarise_outcomes(outcomes, cut_s=cut)["arrivals"]
     assert arrivals == Arrivals(cut, 1, T1.timestamp(), T1.timestamp(), 3, T3.timestamp())

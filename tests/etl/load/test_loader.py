@@ -126,6 +126,7 @@ def test_a_loader_reused_after_another_load_continues_the_ledger(spark, cfg):
     assert sorted(tuple(r) for r in keys.collect()) == [("k0", 1), ("k1", 2), ("k2", 3)]
 
 
+@pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
 def test_micro_batch_split_does_not_change_the_warehouse(spark, cfg, tmp_path):
     stream(cfg, key_domain=80)
     ingest_and_load(spark, cfg)
@@ -284,6 +285,7 @@ def _then(method, after):
     return wrapped
 
 
+@pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
 def test_a_warehouse_given_as_a_uri_with_meta_elsewhere_loads_the_same(spark, cfg, tmp_path):
     """The object-storage shape (docs/deployment.md): tables under a URI, the lock, snapshots and
     layout under a separate meta_root. Here the URI is file://, so it runs without S3."""
@@ -302,6 +304,7 @@ def test_a_warehouse_given_as_a_uri_with_meta_elsewhere_loads_the_same(spark, cf
         assert_df_equality(snapshot(spark, split, [name])[name], snapshot(spark, plain, [name])[name], ignore_nullable=True)
 
 
+@pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
 def test_merges_use_deletion_vectors_as_the_setting_says_and_auto_switches_them_on_by_size(spark, cfg, tmp_path):
     """``on``: the MERGEs into key_map and customer_current mark changed rows in deletion vectors
     and copy no unchanged row. ``off``: they rewrite the touched files. ``auto``: the tables are
@@ -347,7 +350,8 @@ def test_merges_use_deletion_vectors_as_the_setting_says_and_auto_switches_them_
 
 
 @pytest.mark.parametrize("strategy, deletion_vectors, max_jobs",
-                         [("native", "auto", 25), ("native", "on", 42), ("partitioned-range", "auto", 25)])
+                         [("native", "auto", 25), pytest.param("native", "on", 42, marks=pytest.mark.slow),  # (slow: issue 44)
+                          ("partitioned-range", "auto", 25)])
 def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, strategy, deletion_vectors, max_jobs):
     """Under the product's settings (adaptive execution on; this test session turns it off), a
     native batch after the first costs at most ``max_jobs`` Spark jobs, counted between two

@@ -92,9 +92,10 @@ def test_a_wait_bound_probes_every_overdue_segment_and_stays_exact(spark, cfg):
     assert by_age > 0  # the bound, not the flush, released the waiting updates
 
 
-# Without the wait bound, a partitioned run killed mid-way is also the crash harness's case in
-# `make test` (tests/etl/test_crash.py): here in the slow tier only.
-@pytest.mark.parametrize("max_wait_s", [pytest.param(0.0, marks=pytest.mark.slow), 45.0])
+# A partitioned run killed mid-way is also the crash harness's case in `make test`
+# (tests/etl/test_crash.py): here in the slow tier only, with and without the wait bound, while CI
+# cannot afford it (issue 44; the wait bound's exactness stays in make test, above).
+@pytest.mark.parametrize("max_wait_s", [pytest.param(0.0, marks=pytest.mark.slow), pytest.param(45.0, marks=pytest.mark.slow)])
 def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max_wait_s):
     cfg = cfg.replace(join_strategy="partitioned-range", micro_batch_seconds=30, max_wait_s=max_wait_s, **TINY)
     generate_stream(StreamSpec(start=T0, duration_s=120, rate=8, seed=3, key_domain=200), cfg.landing_path)
@@ -128,6 +129,7 @@ def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max
         assert sorted(a.collect()) == sorted(b.collect()), name
 
 
+@pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
 def test_block_granularity_groups_windows_by_backlog_and_survives_a_restart(spark, cfg, tmp_path):
     """Bursts above h_mark make one load batch span block_factor arrival windows; the plan is
     replayed on restart, and the result is still the oracle's."""

@@ -1,0 +1,96 @@
+"""What a scheduled interval's Spark drivers cost, the way the load DAG starts them (spark-submit),
+side by side in one run: three tasks (ingest, load, validate: three cold drivers) resolving the
+packages with Ivy at each start, three tasks starting from the recorded jars, and the one task
+`etl run` from the recorded jars (docs/decisions/one-driver-per-run.md, jars-resolved-once.md).
+
+    .venv/bin/python -m benchmarks.dag_drivers              # about 15 minutes on 2 cores
+    .venv/bin/python -m benchmarks.dag_drivers --repeats 5
+
+Each repeat loads the same small interval (10 minutes at 2 updates/s, one micro-batch) into a
+fresh warehouse in each mode, the modes in turn. Reports the wall time of each interval, and per
+mode the median and its ratio to the first mode's."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+MODES = ("three-tasks-ivy", "three-tasks-jars", "one-task-jars")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed after)")
+    parser.add_argument("--out", default=None, help="write the result as JSON here too")
+    args = parser.parse_args(argv)
+
+    from etl.core.config import load_config
+    from etl.core.interval import Interval
+    from etl.core.spark_conf import recorded_jars
+    from etl.entrypoints.airflow_support import APPLICATION, submit_conf
+    from etl.generator import StreamSpec, generate_stream
+
+    work = Path(args.work or tempfile.mkdtemp(prefix="dag-drivers-"))
+    start = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
+    interval = Interval(start, start.replace(minute=10))
+    landing = work / "landing"
+    generate_stream(StreamSpec(start=start, duration_s=600, rate=2, key_domain=2000, seed=5), landing)
+
+    def env_of(root: Path, ivy: bool) -> dict[str, str]:
+        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", ETL_WAREHOUSE_ROOT=str(root / "warehouse"),
+                   ETL_LANDING_ROOT=str(landing), ETL_GX_ROOT=str(root / "gx"), ETL_RUNS_ROOT=str(root / "runs"),
+                   ETL_MICRO_BATCH_SECONDS="600", ETL_KEY_DOMAIN="2000", ETL_SPARK_SHUFFLE_PARTITIONS="2")
+        if ivy:  # a record folder that cannot exist: each driver resolves with Ivy (its cache warm), as before
+            env["ETL_SPARK_JARS_DIR"] = "/dev/null/no-recorded-jars"  # and records nothing (no copy to pay)
+            env["ETL_SPARK_JARS"] = ""
+        env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+        return env
+
+    if not recorded_jars(load_config(env=env_of(work, False))):
+        print("error: no recorded jars yet; run `make setup` (or any etl command) once first", file=sys.stderr)
+        return 1
+    span = ["--start", interval.start.isoformat(), "--end", interval.end.isoformat()]
+    times: dict[str, list[float]] = {m: [] for m in MODES}
+    for rep in range(args.repeats):
+        for mode in MODES:
+            root = work / f"{mode}-{rep}"
+            env = env_of(root, ivy=mode.endswith("ivy"))
+            cfg = load_config(env=env)
+            base = ["spark-submit", "--master", "local[2]"]
+            for key, value in submit_conf(cfg).items():
+                base += ["--conf", f"{key}={value}"]
+            steps = [["run"]] if mode.startswith("one") else [["ingest"], ["load"], ["validate"]]
+            t0 = time.monotonic()
+            for step in steps:
+                done = subprocess.run(base + [APPLICATION, *step, *span], env=env, capture_output=True, text=True)
+                if done.returncode != 0:
+                    print(done.stdout[-2000:], done.stderr[-3000:], file=sys.stderr)
+                    return 1
+            elapsed = time.monotonic() - t0
+            times[mode].append(round(elapsed, 1))
+            print(f"repeat {rep + 1}/{args.repeats} {mode:17s} {elapsed:6.1f} s", flush=True)
+            shutil.rmtree(root, ignore_errors=True)
+    medians = {m: statistics.median(ts) for m, ts in times.items()}
+    result = {"command": "python -m benchmarks.dag_drivers " + " ".join(argv or sys.argv[1:]),
+              "seconds": times, "median_s": medians,
+              "ratio_to_three_tasks_ivy": {m: round(medians[m] / medians[MODES[0]], 2) for m in MODES}}
+    print(json.dumps(result, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    if not args.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -25,7 +25,6 @@ from etl.core.config import load_config, strategy_settings_schema
 from etl.core.registry import NAMES as JOIN_STRATEGIES
 from etl.entrypoints.airflow_support import (
     APPLICATION,
-    DIMENSION_WAIT,
     INTERVAL_ARGS,
     LOAD_TASK,
     REPORT_TASK,
@@ -96,12 +95,12 @@ def load_dag(suffix: str, cfg) -> DAG:
 
         routed = route()
         # A fact waits for its dimensions' loads of the same interval, so the keys it names are
-        # there already; after DIMENSION_WAIT it loads anyway (keys a dimension has not loaded yet
-        # become inferred members, filled when it does).
+        # there already; after dimension_wait_seconds it loads anyway (keys a dimension has not loaded
+        # yet become inferred members, filled when it does).
         for dimension in dimension_loads(cfg):
             ExternalTaskSensor(
                 task_id=f"wait_for_{dimension.entity}", external_dag_id=dimension.dag_id, external_task_id=REPORT_TASK,
-                mode="reschedule", poke_interval=30, timeout=DIMENSION_WAIT.total_seconds(), soft_fail=True,
+                mode="reschedule", poke_interval=cfg.dimension_poke_seconds, timeout=cfg.dimension_wait_seconds, soft_fail=True,
             ) >> routed
         routed >> [ingest_load_validate, loaded_by_stream]
         loaded_by_stream >> validate

@@ -14,6 +14,13 @@ from collections import defaultdict
 from pathlib import Path
 
 
+def slowest(report: Path, n: int) -> list[tuple[float, str]]:
+    """The ``n`` slowest tests (set-up included): where the next minute is to be found."""
+    cases = [(float(c.get("time") or 0), f"{c.get('classname')}::{c.get('name')}")
+             for c in ET.parse(report).getroot().iter("testcase")]
+    return sorted(cases, reverse=True)[:n]
+
+
 def times(report: Path) -> tuple[dict[str, list[float]], dict[str, list[float]], float]:
     """Per tier and per module: [seconds, tests, failures]; and the run's own wall time."""
     root = ET.parse(report).getroot()
@@ -56,6 +63,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no JUnit report at {args.report}", file=sys.stderr)
         return 2
     print(render(*times(args.report), args.top))
+    print(f"\n{'test (slowest first)':<110}{'seconds':>9}")
+    for seconds, name in slowest(args.report, args.top):
+        print(f"{name[-110:]:<110}{seconds:>9.1f}")
     return 0
 
 

@@ -63,6 +63,17 @@ def cfg(request, tmp_path: Path) -> EtlConfig:
     return config
 
 
+@pytest.fixture
+def etl_process(tmp_path):
+    """``etl`` commands as real processes (tests/processes.py), logs under the test's directory;
+    any still running when the test ends is killed with its JVM."""
+    from tests.processes import EtlProcesses
+
+    processes = EtlProcesses(tmp_path)
+    yield processes
+    processes.stop_all()
+
+
 @pytest.fixture(scope="session")
 def empty_warehouse(spark, tmp_path_factory) -> Path:
     """A warehouse with every table created and no rows: copied into each Spark test's ``cfg``."""

@@ -85,6 +85,11 @@ class EtlConfig:
     stream_grace_seconds: float = 5.0
     stream_heartbeat_seconds: float = 10.0
     stream_stale_seconds: float = 120.0
+    # A fact's DAG run waits for its dimensions' runs of the same interval to have reported, asking
+    # every dimension_poke_seconds, for at most dimension_wait_seconds; then it loads anyway (keys
+    # a dimension has not loaded yet become inferred members).
+    dimension_wait_seconds: int = 3600
+    dimension_poke_seconds: int = 30
     # A load lock held from another host is stale once it has not been refreshed for this long
     # (its holder refreshes it every quarter of it); on the lock's own host a dead pid is enough.
     lock_stale_seconds: int = 900
@@ -253,6 +258,8 @@ def _validate(cfg: EtlConfig) -> None:
         "report_slide_seconds",
         "lock_stale_seconds",
         "deletion_vectors_from_bytes",
+        "dimension_wait_seconds",
+        "dimension_poke_seconds",
     ):
         need(getattr(cfg, name) > 0, name, "must be a positive number")
     need(cfg.deletion_vectors in DELETION_VECTOR_MODES, "deletion_vectors", f"must be one of {', '.join(DELETION_VECTOR_MODES)}")

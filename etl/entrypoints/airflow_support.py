@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 from etl.core.config import EtlConfig, load_config
@@ -24,11 +23,6 @@ def entity_configs(cfg: EtlConfig) -> list[tuple[str, EtlConfig]]:
     no Spark, no table): the entity at the roots (the default customer) keeps the DAG ids it always
     had; any other entity's DAGs end in ``_<entity>``."""
     return [(dag_suffix(cfg, e.name), cfg.for_entity(e.name)) for e in cfg.model.entities]
-
-
-# How long a fact's load DAG waits for its dimensions' loads of the same interval before it loads
-# anyway (its early keys then become inferred members).
-DIMENSION_WAIT = timedelta(hours=1)
 
 
 @dataclass(frozen=True)

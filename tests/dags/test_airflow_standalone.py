@@ -90,6 +90,7 @@ class Airflow:
             ETL_REPORT_SCHEDULE="*/30 * * * *",
             ETL_REPORT_WINDOW_SECONDS="600",
             ETL_REPORT_SLIDE_SECONDS="300",
+            ETL_DIMENSION_POKE_SECONDS="5",  # the fact's sensors ask often: a test waits for them
         )
         self.script = str(ROOT / "scripts" / "airflow.sh")
         self.pid_file = tmp_path / "airflow" / "standalone.pid"

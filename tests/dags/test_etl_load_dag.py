@@ -144,7 +144,7 @@ SHOP_GRAPHS = {
 }
 
 
-def dags_of_model(model, tmp_path) -> dict:
+def dags_of_model(model, tmp_path, **settings) -> dict:
     """The DAGs the dags folder makes of ``model`` (in a fresh interpreter, as the DAG processor
     parses them): per DAG its task graph, each task's arguments and sensed DAG, its strategy, tags."""
     from tests.helpers import ROOT
@@ -155,14 +155,14 @@ def dags_of_model(model, tmp_path) -> dict:
         "print(json.dumps({'errors': {k: str(v) for k, v in bag.import_errors.items()}, 'dags': {d.dag_id: {"
         "'graph': {t.task_id: sorted(t.downstream_task_ids) for t in d.tasks},"
         "'args': {t.task_id: list(getattr(t, 'application_args', None) or []) for t in d.tasks},"
-        "'senses': {t.task_id: [t.external_dag_id, t.external_task_id, t.mode, t.soft_fail] for t in d.tasks if hasattr(t, 'external_dag_id')},"
+        "'senses': {t.task_id: [t.external_dag_id, t.external_task_id, t.mode, t.soft_fail, t.poke_interval, t.timeout] for t in d.tasks if hasattr(t, 'external_dag_id')},"
         "'strategy': d.params.get_param('join_strategy').value if 'join_strategy' in d.params else None,"
         "'packages': {t.task_id: (getattr(t, 'conf', None) or {}).get('spark.jars.packages') for t in d.tasks if getattr(t, 'conf', None)},"
         "'tags': sorted(d.tags)} for d in bag.dags.values()}}))"
     )
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
            "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "ETL_MODEL_FILE": str(model),
-           "ETL_SPARK_JARS_DIR": str(tmp_path / "no-recorded-jars")}
+           "ETL_SPARK_JARS_DIR": str(tmp_path / "no-recorded-jars"), **settings}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
@@ -191,14 +191,15 @@ def test_the_example_model_gets_one_dag_of_each_kind_per_entity(tmp_path):
 def test_a_fact_s_load_waits_for_its_dimensions_loads_of_the_same_interval(tmp_path):
     from tests.helpers import ROOT
 
-    dags = dags_of_model(ROOT / "tests" / "models" / "facts" / "orders.toml", tmp_path)
+    dags = dags_of_model(ROOT / "tests" / "models" / "facts" / "orders.toml", tmp_path, ETL_DIMENSION_POKE_SECONDS="5")
     load = dags["etl_load_orders"]
     waits = {"wait_for_customer": {"route"}, "wait_for_product": {"route"}}
     assert {t: set(n) for t, n in load["graph"].items()} == {**{t: set(n) for t, n in GRAPHS["etl_load"].items()}, **waits}
     # the sensors poke the dimensions' load DAGs' report task (after the interval validated), freeing their slot in between, and
-    # give way (skipped, the load goes on) when a dimension has not loaded within the wait
-    assert load["senses"] == {"wait_for_customer": ["etl_load_customer", "report", "reschedule", True],
-                              "wait_for_product": ["etl_load_product", "report", "reschedule", True]}
+    # give way (skipped, the load goes on) when a dimension has not loaded within the wait; how
+    # often they ask and how long they wait are settings (dimension_poke_seconds, dimension_wait_seconds)
+    assert load["senses"] == {"wait_for_customer": ["etl_load_customer", "report", "reschedule", True, 5.0, 3600.0],
+                              "wait_for_product": ["etl_load_product", "report", "reschedule", True, 5.0, 3600.0]}
     assert set(dags) == {f"etl_{k}_{e}" for k in ("load", "quality_report", "maintenance") for e in ("customer", "product", "orders")}
 
 

@@ -17,8 +17,6 @@ import os
 import random
 import shutil
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +29,7 @@ from tests.helpers import CRASH_RUN as RUN
 from tests.helpers import ROOT, crash_settings_json, start_from
 from tests.helpers import crash_config as config
 from tests.helpers import deterministic_tables as tables
+from tests.processes import EtlProcesses, Finished
 from warehouse.schemas import DETERMINISTIC_TABLES
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
@@ -70,27 +69,16 @@ def crash_report():
         }, indent=1))
 
 
-def crash_run(cfg: EtlConfig, strategy: str, point: str, nth: int, log: Path) -> int:
-    """`etl ingest` (only when the point is in ingestion) then `etl load`, each the leader of a new
-    process group, dying at the n-th passage of ``point``: the exit code of the one that died."""
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", **{faults.ENV: f"{point}:{nth}"})
-    interval = ["--start", RUN.start.isoformat(), "--end", RUN.end.isoformat(), "--settings-json", crash_settings_json(cfg)]
-    code = 0
-    with open(log, "w") as out:
-        commands = ([["ingest"]] if point in faults.INGEST_POINTS else []) + [["load", "--join-strategy", strategy]]
-        for command in commands:
-            proc = subprocess.Popen([sys.executable, "-m", "etl.entrypoints.cli", *command, *interval], cwd=ROOT, env=env,
-                                    stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                code = proc.wait(timeout=600)
-            finally:
-                try:
-                    os.killpg(proc.pid, signal.SIGKILL)  # gone already when the crash fired with its JVM
-                except ProcessLookupError:
-                    pass
-            if code != 0:
-                break
-    return code
+def crash_run(processes: EtlProcesses, cfg: EtlConfig, strategy: str, point: str, nth: int) -> Finished:
+    """`etl ingest` (only when the point is in ingestion) then `etl load`, each a process of its
+    own, dying at the n-th passage of ``point``: how the last one started ended."""
+    interval = ["--start", RUN.start.isoformat(), "--end", RUN.end.isoformat()]
+    commands = ([["ingest"]] if point in faults.INGEST_POINTS else []) + [["load", "--join-strategy", strategy]]
+    for command in commands:
+        done = processes.run([*command, *interval], crash_settings_json(cfg), crash_at=f"{point}:{nth}", log="crash.log")
+        if done.code != 0:
+            break
+    return done
 
 
 def _case(strategy: str, point: str):
@@ -100,15 +88,15 @@ def _case(strategy: str, point: str):
 
 @pytest.mark.parametrize("strategy, point", [_case(s, p) for s, p in CASES])
 def test_killed_at_a_commit_point_and_restarted_equals_the_uninterrupted_run(
-    spark, crash_landing, crash_ingested, uninterrupted, tmp_path, strategy, point
+    spark, crash_landing, crash_ingested, uninterrupted, tmp_path, etl_process, strategy, point
 ):
     cfg = config(tmp_path, crash_landing)
     in_ingest = point in faults.INGEST_POINTS
     if not in_ingest:
         start_from(crash_ingested, tmp_path)
     nth = 1 if point in ONCE_PER_RUN else 2
-    code = crash_run(cfg, strategy, point, nth, tmp_path / "crash.log")
-    assert code == -signal.SIGKILL, f"expected the job to be killed at {point}:{nth}, exit {code}:\n" + (tmp_path / "crash.log").read_text()[-3000:]
+    done = crash_run(etl_process, cfg, strategy, point, nth)
+    assert done.code == -signal.SIGKILL, f"expected the job to be killed at {point}:{nth}, exit {done.code}:\n" + done.tail()
 
     # Restart, as Airflow's retry would: the failed task again, in a fresh driver.
     if in_ingest:
@@ -145,17 +133,16 @@ def chain_order(strategy: str) -> list[str]:
 @pytest.mark.skipif(MATRIX != "chain", reason="the crash matrix: make crash-matrix")
 @pytest.mark.parametrize("strategy", list(POINTS))
 def test_killed_at_every_commit_point_in_turn_equals_the_uninterrupted_run(
-    spark, crash_landing, crash_ingested, uninterrupted, tmp_path, strategy
+    spark, crash_landing, crash_ingested, uninterrupted, tmp_path, etl_process, strategy
 ):
     cfg, want = config(tmp_path, crash_landing), uninterrupted(strategy)
-    log = tmp_path / "crash.log"
 
     def kill(point: str) -> int:
-        code = crash_run(cfg, strategy, point, 1, log)
-        assert code in (0, -signal.SIGKILL), f"{point}: exit {code}:\n" + log.read_text()[-3000:]
-        if code == -signal.SIGKILL:
+        done = crash_run(etl_process, cfg, strategy, point, 1)
+        assert done.code in (0, -signal.SIGKILL), f"{point}: exit {done.code}:\n" + done.tail()
+        if done.code == -signal.SIGKILL:
             TALLY.append({"strategy": strategy, "point": f"{point}:1", "killed": True, "rows": 0, "rows_differing": 0})
-        return code
+        return done.code
 
     if strategy == "native":  # ingestion's points too, then the retried ingest
         for point in faults.INGEST_POINTS:
@@ -183,49 +170,41 @@ RANDOM_KILLS = int(os.environ.get("ETL_RANDOM_KILLS", "6"))
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", RANDOM_KILL_STRATEGIES)
 def test_killed_at_random_moments_and_restarted_equals_the_uninterrupted_run(
-    spark, crash_landing, uninterrupted, tmp_path, strategy
+    spark, crash_landing, uninterrupted, tmp_path, etl_process, strategy
 ):
     """Not only at named commit points: `etl run` (ingest, load, validate) is SIGKILLed with its
     JVM at seeded random moments, ``ETL_RANDOM_KILLS`` times, each restart resuming what the
     previous kill left; then it runs to the end and must equal an uninterrupted run."""
     rng = random.Random(f"random-kill-{strategy}")
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
-    log = tmp_path / "run.log"
     kills = finished = 0
 
     def attempt(n: int):
         """A fresh warehouse per start from empty: a path this test's Spark session never read
         (a table deleted and created again under a cached path is a Delta log cache hazard)."""
         cfg = config(tmp_path / f"attempt-{n}", crash_landing)
-        return cfg, [sys.executable, "-m", "etl.entrypoints.cli", "run", "--join-strategy", strategy, "--start",
-                     RUN.start.isoformat(), "--end", RUN.end.isoformat(), "--settings-json", crash_settings_json(cfg)]
+        return cfg, ["run", "--join-strategy", strategy, "--start", RUN.start.isoformat(), "--end", RUN.end.isoformat()]
 
     cfg, cmd = attempt(0)
     while kills < RANDOM_KILLS:
         delay = rng.uniform(3.0, 60.0)
-        with open(log, "w") as out:
-            proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-            try:
-                code = proc.wait(timeout=delay)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                kills += 1
-                progress = [ln for ln in log.read_text().splitlines() if ln.startswith("[etl]") or " WARNING etl." in ln]
-                TALLY.append({"strategy": strategy, "point": f"random@{delay:.1f}s", "killed": True, "rows": 0,
-                              "rows_differing": 0, "last_progress": progress[-1][-120:] if progress else "before any"})
-                continue
-        assert code == 0, log.read_text()[-3000:]
+        done = etl_process.run(cmd, crash_settings_json(cfg), kill_after=delay, log="run.log")
+        if done.killed_by_test:
+            kills += 1
+            progress = [ln for ln in done.output.splitlines() if ln.startswith("[etl]") or " WARNING etl." in ln]
+            TALLY.append({"strategy": strategy, "point": f"random@{delay:.1f}s", "killed": True, "rows": 0,
+                          "rows_differing": 0, "last_progress": progress[-1][-120:] if progress else "before any"})
+            continue
+        assert done.code == 0, done.tail()
         finished += 1  # it finished before the kill: start over from an empty warehouse
         check(spark, cfg, strategy, uninterrupted(strategy), f"after random kills (run finished in < {delay:.1f} s)")
         cfg, cmd = attempt(finished)
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    done = etl_process.run(cmd, crash_settings_json(cfg), timeout=900, log="run.log")
+    assert done.code == 0, done.tail()
     check(spark, cfg, strategy, uninterrupted(strategy), f"after {kills} random kills")
 
 
 @pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
-def test_a_history_entity_killed_between_its_merges_and_restarted_equals_the_uninterrupted_run(spark, tmp_path):
+def test_a_history_entity_killed_between_its_merges_and_restarted_equals_the_uninterrupted_run(spark, tmp_path, etl_process):
     """A declared SCD type 2 entity (tests/models/composite_history.toml), killed after a batch's
     key_map MERGE and before its history MERGE: the restart applies the logged batch's versions
     once, and every table equals an uninterrupted run's (the same for its other points: the
@@ -242,8 +221,8 @@ def test_a_history_entity_killed_between_its_merges_and_restarted_equals_the_uni
         jobs.ingest(spark, each, RUN)
     jobs.load(spark, reference, RUN, strategy="partitioned-range")
 
-    code = crash_run(cfg, "partitioned-range", "load.key_map_merged", 2, tmp_path / "crash.log")
-    assert code == -signal.SIGKILL, (tmp_path / "crash.log").read_text()[-3000:]
+    done = crash_run(etl_process, cfg, "partitioned-range", "load.key_map_merged", 2)
+    assert done.code == -signal.SIGKILL, done.tail()
     jobs.load(spark, cfg, RUN, strategy="partitioned-range")
     got, want = tables(spark, cfg), tables(spark, reference)
     assert "account_history" in want and len(want["account_history"]) > len(want["key_map"])  # keys with several versions

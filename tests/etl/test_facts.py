@@ -8,18 +8,14 @@ the final tables are the same whichever order the streams are loaded in, and equ
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import signal
-import subprocess
-import sys
 from datetime import timedelta
 
 import pytest
 from delta.tables import DeltaTable
 
 from etl import jobs
-from etl.core import faults
 from etl.core.config import EtlConfig
 from etl.core.model import load_model
 from etl.core.oracle import decide, entity_rows, inferred_rows, reference_key
@@ -29,6 +25,7 @@ from etl.quality.gate import run_load_gate
 from etl.quality.report import build_report
 from etl.transforms.references import versions_at_event_time
 from tests.helpers import ROOT, SEEDED_FIRST, SEEDED_T0
+from tests.processes import settings_json
 
 MODEL = ROOT / "tests" / "models" / "facts" / "orders.toml"
 RUN = SEEDED_FIRST
@@ -251,27 +248,16 @@ def test_a_dangling_fact_key_fails_the_gate(spark, warehouses, tmp_path):
     assert ("orders_fact_references", "expect_column_values_to_be_between") in failed
 
 
-def killed_load(cfg: EtlConfig, point: str, nth: int, log) -> int:
-    """`etl load` of the fact's run in a process group of its own, dying at the n-th passage of
-    ``point``: its exit code."""
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", **{faults.ENV: f"{point}:{nth}"})
+def killed_load(processes, cfg: EtlConfig, point: str, nth: int):
+    """`etl load` of the fact's run as a process of its own, dying at the n-th passage of ``point``."""
     names = ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", "model_file", "entity",
              "spark_master", "spark_shuffle_partitions", *SETTINGS)
-    cmd = [sys.executable, "-m", "etl.entrypoints.cli", "load", "--start", RUN.start.isoformat(), "--end", RUN.end.isoformat(),
-           "--join-strategy", cfg.join_strategy, "--settings-json", json.dumps({k: getattr(cfg, k) for k in names})]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            return proc.wait(timeout=600)
-        finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+    return processes.run(["load", "--start", RUN.start.isoformat(), "--end", RUN.end.isoformat(), "--join-strategy",
+                          cfg.join_strategy], settings_json(cfg, names), crash_at=f"{point}:{nth}", log="load.log")
 
 
 @pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
-def test_a_fact_load_killed_at_its_commit_points_recovers_to_the_uninterrupted_tables(spark, warehouses, tmp_path):
+def test_a_fact_load_killed_at_its_commit_points_recovers_to_the_uninterrupted_tables(spark, warehouses, tmp_path, etl_process):
     """Facts first (every key inferred): killed after a dimension's inferred batch is half applied
     (its key_map MERGE, not its table's), restarted and killed again after the fact's own first
     batch is half applied, then finished: every table equals the uninterrupted run's, and no
@@ -282,8 +268,8 @@ def test_a_fact_load_killed_at_its_commit_points_recovers_to_the_uninterrupted_t
     # passages of load.key_map_merged in a process: each inferred batch's, then the fact's own; a
     # restart first recovers the batch the kill left logged (one passage)
     for point, nth in (("load.key_map_merged", 1), ("load.key_map_merged", 3)):
-        code = killed_load(cfg, point, nth, tmp_path / "load.log")
-        assert code == -signal.SIGKILL, (tmp_path / "load.log").read_text()[-3000:]
+        done = killed_load(etl_process, cfg, point, nth)
+        assert done.code == -signal.SIGKILL, done.tail()
     jobs.load(spark, cfg, RUN)  # the restart that finishes
     for entity in ("customer", "product"):
         jobs.load(spark, config(tmp_path, strategy, entity), RUN)

@@ -13,10 +13,7 @@ too (``deletes_as_produced``) before both are loaded."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -35,6 +32,7 @@ from etl.generator import StreamSpec, generate_stream
 from etl.io.tables import read
 from etl.stream import Stream
 from tests.helpers import ROOT, assert_entity_equals_oracle, assert_same_warehouse
+from tests.processes import settings_json
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -175,7 +173,8 @@ STREAM_SETTINGS = dict(schedule="* * * * *", micro_batch_seconds=60, stream_grac
 
 
 @pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
-def test_the_stream_reading_kafka_killed_mid_run_and_restarted_gives_the_scheduled_runs_tables(spark, cfg, tmp_path, broker):
+def test_the_stream_reading_kafka_killed_mid_run_and_restarted_gives_the_scheduled_runs_tables(spark, cfg, tmp_path, broker,
+                                                                                             etl_process):
     files, kafka = (c.replace(**STREAM_SETTINGS) for c in configs(cfg, tmp_path, "product", broker))
     now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
     runs = [Interval(now - timedelta(minutes=m), now - timedelta(minutes=m - 1)) for m in (3, 2, 1)]
@@ -187,18 +186,9 @@ def test_the_stream_reading_kafka_killed_mid_run_and_restarted_gives_the_schedul
     # `etl stream` as a real process, SIGKILLed as its second batch's key_map MERGE commits.
     names = ("warehouse_root", "landing_root", "gx_root", "runs_root", "model_file", "entity", "kafka_bootstrap_servers",
              "spark_master", "spark_shuffle_partitions", "n_part", *STREAM_SETTINGS)
-    settings = {k: str(getattr(kafka, k)) for k in names}
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", ETL_CRASH_AT="load.key_map_merged:2")
-    with open(tmp_path / "stream.log", "w") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "etl.entrypoints.cli", "stream", "--entity", "product",
-                                 "--start", runs[0].start.isoformat(), "--settings-json", json.dumps(settings)],
-                                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            proc.wait(timeout=600)
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == -signal.SIGKILL, (tmp_path / "stream.log").read_text()[-3000:]
+    done = etl_process.run(["stream", "--entity", "product", "--start", runs[0].start.isoformat()],
+                           settings_json(kafka, names), crash_at="load.key_map_merged:2", log="stream.log")
+    assert done.code == -signal.SIGKILL, done.tail()
     assert read(spark, kafka, "batch_ledger").count() >= 1  # it had committed before it died
 
     # Started again: it resumes the open run from its recorded ranges and finishes every run.
@@ -218,7 +208,8 @@ def test_the_stream_reading_kafka_killed_mid_run_and_restarted_gives_the_schedul
 
 
 @pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
-def test_a_scheduled_run_reading_kafka_killed_mid_load_and_rerun_gives_the_landing_files_tables(spark, cfg, tmp_path, broker):
+def test_a_scheduled_run_reading_kafka_killed_mid_load_and_rerun_gives_the_landing_files_tables(spark, cfg, tmp_path, broker,
+                                                                                              etl_process):
     """`etl run` (what the DAG's tasks run) SIGKILLed between its first batch's two MERGEs, then
     run again as a retry would: the recorded ranges are read again, nothing lost or doubled."""
     files, kafka = configs(cfg, tmp_path, "customer", broker)
@@ -232,15 +223,12 @@ def test_a_scheduled_run_reading_kafka_killed_mid_load_and_rerun_gives_the_landi
 
     names = ("warehouse_root", "landing_root", "gx_root", "runs_root", "model_file", "entity", "kafka_bootstrap_servers",
              "spark_master", "spark_shuffle_partitions", "n_part", "key_domain", "micro_batch_seconds")
-    settings = json.dumps({k: str(getattr(kafka, k)) for k in names})
-    cmd = [sys.executable, "-m", "etl.entrypoints.cli", "run", "--entity", "customer", "--start", interval.start.isoformat(),
-           "--end", interval.end.isoformat(), "--settings-json", settings]
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
-    killed = subprocess.run(cmd, cwd=ROOT, env=dict(env, ETL_CRASH_AT="load.key_map_merged:1"), capture_output=True,
-                            text=True, timeout=600, start_new_session=True)
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
-    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+    settings = settings_json(kafka, names)
+    cmd = ["run", "--entity", "customer", "--start", interval.start.isoformat(), "--end", interval.end.isoformat()]
+    killed = etl_process.run(cmd, settings, crash_at="load.key_map_merged:1", log="killed.log", stdout_apart=True)
+    assert killed.code == -signal.SIGKILL, killed.tail()
+    again = etl_process.run(cmd, settings, log="again.log", stdout_apart=True)
+    assert again.code == 0, again.tail()
     assert "validation          passed" in again.stdout, again.stdout
 
     run(spark, files, interval)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -18,7 +17,8 @@ from etl.io.runs import LandingChanged, OverlappingRunError, RunOwnedByAnotherSt
 from etl.io.tables import read
 from etl.load.loader import Loader
 from etl.quality.gate import run_suites
-from tests.helpers import ROOT, deterministic_tables, good, land
+from tests.helpers import deterministic_tables, good, land
+from tests.processes import settings_json
 from warehouse.schemas import TABLES
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
@@ -106,32 +106,31 @@ def test_overlapping_runs_are_refused_before_they_write_and_a_mistaken_ingest_ca
         jobs.discard(spark, cfg, wider)
 
 
-def test_the_cli_refuses_overlaps_and_foreign_settings_with_exit_2(spark, cfg, tmp_path):
+def test_the_cli_refuses_overlaps_and_foreign_settings_with_exit_2(spark, cfg, etl_process):
     land(cfg, [good("1", seq=1)], minute=T0)
     jobs.ingest(spark, cfg, RUN)
     jobs.load(spark, cfg, RUN)
-    settings = {k: getattr(cfg, k) for k in ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root")}
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
+    settings = settings_json(cfg, ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root"))
+    env = dict(os.environ)
 
     def etl(*args):
-        return subprocess.run([sys.executable, "-m", "etl.entrypoints.cli", *args, "--settings-json", json.dumps(settings)],
-                              cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+        return etl_process.run(list(args), settings, env=env, stdout_apart=True)
 
     span = ["--start", "2026-11-22T01:01", "--end", "2026-11-22T01:03"]
     done = etl("run", *span)
-    assert done.returncode == 2, done.stderr[-2000:]
-    assert "overlaps the interval 20261122T0100-20261122T0102" in done.stderr and "Traceback" not in done.stderr
+    assert done.code == 2, done.tail()
+    assert "overlaps the interval 20261122T0100-20261122T0102" in done.output and "Traceback" not in done.output
     assert rows_of(spark, cfg, Interval.parse(*span[1::2]).run_key)["ingested_updates"] == 0
     done = etl("load", *span, "--strategy-settings", json.dumps({"warehouse_root": "/tmp/elsewhere"}))
-    assert done.returncode == 2 and "warehouse_root is not a setting of native" in done.stderr
+    assert done.code == 2 and "warehouse_root is not a setting of native" in done.output
 
     # The JSON summary is the whole stdout, whatever the driver's JVM prints (PrintFlagsFinal: ~560
     # lines of its own output, as "CodeCache is full" once was).
     env["ETL_SPARK_DRIVER_JAVA_OPTIONS"] = f"{env.get('ETL_SPARK_DRIVER_JAVA_OPTIONS', '')} -XX:+PrintFlagsFinal"
     done = etl("load", "--start", "2026-11-22T01:00", "--end", "2026-11-22T01:02", "--json")
-    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.code == 0, done.tail()
     assert json.loads(done.stdout)["batches_committed"] == 0  # loaded above: nothing to do
-    assert "PrintFlagsFinal" in done.stderr
+    assert "PrintFlagsFinal" in done.output
 
 
 def test_late_lines_are_refused_by_a_rerun_flagged_by_the_gate_and_movable(spark, cfg):
@@ -183,7 +182,7 @@ def test_changed_or_removed_files_are_not_moved_but_named(spark, cfg):
 
 
 @pytest.mark.slow
-def test_a_full_disk_exits_5_and_the_rerun_after_freeing_space_equals_an_uninterrupted_run(spark, cfg, tmp_path):
+def test_a_full_disk_exits_5_and_the_rerun_after_freeing_space_equals_an_uninterrupted_run(spark, cfg, tmp_path, etl_process):
     """The warehouse on a 600 KB tmpfs fills up during the load: `etl run` exits 5 with a message
     (no trace); after the filesystem is grown, the rerun finishes and every table equals a run
     that never met a full disk."""
@@ -199,15 +198,13 @@ def test_a_full_disk_exits_5_and_the_rerun_after_freeing_space_equals_an_uninter
         generate_stream(StreamSpec(start=T0, duration_s=120, rate=6, seed=31, key_domain=300), cfg.landing_path)
         small = cfg.replace(warehouse_root=str(full / "warehouse"))
         settings = small.as_dict()
-        cmd = [sys.executable, "-m", "etl.entrypoints.cli", "run", "--start", RUN.start.isoformat(), "--end", RUN.end.isoformat(),
-               "--settings-json", json.dumps(settings)]
-        env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1")
-        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 5, done.stdout[-2000:] + done.stderr[-3000:]
-        assert "no space left on device" in done.stderr and "Traceback" not in done.stderr
+        cmd = ["run", "--start", RUN.start.isoformat(), "--end", RUN.end.isoformat()]
+        done = etl_process.run(cmd, json.dumps(settings), stdout_apart=True)
+        assert done.code == 5, done.tail()
+        assert "no space left on device" in done.output and "Traceback" not in done.output
         subprocess.run(["mount", "-o", "remount,size=64m", str(full)], check=True)
-        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        done = etl_process.run(cmd, json.dumps(settings), stdout_apart=True)
+        assert done.code == 0, done.tail()
         jobs.ingest(spark, cfg, RUN)
         jobs.load(spark, cfg, RUN)
         assert deterministic_tables(spark, small) == deterministic_tables(spark, cfg)

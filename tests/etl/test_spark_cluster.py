@@ -23,6 +23,7 @@ from etl.core.interval import Interval
 from etl.entrypoints.airflow_support import APPLICATION, submit_conf
 from etl.generator import StreamSpec, generate_stream
 from tests.helpers import T0, deterministic_tables
+from tests.processes import Group
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -68,9 +69,7 @@ class Cluster:
             raise
 
     def _start(self, name: str, cls: str, *args: str) -> None:
-        log = open(self.root / f"{name}.log", "w")
-        cmd = [str(spark_home() / "bin" / "spark-class"), cls, *args]
-        self.procs.append(subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        self.procs.append(Group([str(spark_home() / "bin" / "spark-class"), cls, *args], self.root / f"{name}.log", self.env))
 
     def ui_port(self) -> int | None:
         """The port the master's log says its UI bound: Spark moves to the next port when the one
@@ -93,7 +92,7 @@ class Cluster:
     def wait(self, ok, what: str, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if any(p.poll() is not None for p in self.procs):
+            if not all(p.running() for p in self.procs):
                 raise RuntimeError(f"a Spark daemon exited while waiting for {what}; logs in {self.root}")
             if ok(self.state()):
                 return
@@ -102,14 +101,9 @@ class Cluster:
 
     def stop(self) -> None:
         for p in reversed(self.procs):
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
+            p.signal(signal.SIGTERM)
         for p in self.procs:
-            try:
-                p.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
+            p.stop(grace=30)
 
 
 def job_env(cfg) -> dict[str, str]:
@@ -158,7 +152,7 @@ def test_the_job_on_a_standalone_cluster_equals_the_local_run(spark, cfg, tmp_pa
         apps = cluster.state().get("completedapps", [])
     finally:
         cluster.stop()
-    assert all(p.poll() is not None for p in cluster.procs)
+    assert not any(p.running() for p in cluster.procs)
 
     # It really ran on the cluster: one finished application, with an executor on each worker.
     assert [a["state"] for a in apps] == ["FINISHED"]

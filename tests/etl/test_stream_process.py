@@ -5,11 +5,6 @@ finishes what it left, giving the warehouse the scheduled runs give."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -20,14 +15,14 @@ from etl.generator import StreamSpec, generate_stream
 from etl.io.lock import LOCK_NAME
 from etl.io.stream_status import read_heartbeat
 from etl.stream import Stream
-from tests.helpers import ROOT, deterministic_tables
+from tests.helpers import deterministic_tables
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
 SETTINGS = dict(schedule="* * * * *", micro_batch_seconds=60, stream_grace_seconds=1, key_domain=300)
 
 
-def test_sigterm_stops_the_stream_cleanly_and_a_restart_finishes_the_runs(spark, cfg, tmp_path):
+def test_sigterm_stops_the_stream_cleanly_and_a_restart_finishes_the_runs(spark, cfg, tmp_path, etl_process):
     cfg = cfg.replace(**SETTINGS)
     now = datetime.now(timezone.utc).replace(second=0, microsecond=0)
     runs = [Interval(now - timedelta(minutes=m), now - timedelta(minutes=m - 1)) for m in (2, 1)]
@@ -35,20 +30,13 @@ def test_sigterm_stops_the_stream_cleanly_and_a_restart_finishes_the_runs(spark,
 
     settings = {k: str(getattr(cfg, k)) for k in ("warehouse_root", "landing_root", "gx_root", "runs_root", "n_part",
                                             "spark_master", "spark_shuffle_partitions", *SETTINGS)}
-    cmd = [sys.executable, "-m", "etl.entrypoints.cli", "stream", "--start", runs[0].start.isoformat(),
-           "--settings-json", json.dumps(settings)]
-    log = open(tmp_path / "stream.log", "w+")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=dict(os.environ, SPARK_LOCAL_IP="127.0.0.1"), stdout=subprocess.PIPE,
-                            stderr=log, text=True, start_new_session=True)
+    stream = etl_process.start(["stream", "--start", runs[0].start.isoformat()], json.dumps(settings), log="stream.log",
+                               stdout_apart=True)
     first = cfg.runs_path / runs[0].run_key / "load.json"
-    deadline = time.monotonic() + 300
-    while not first.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert first.exists(), open(tmp_path / "stream.log").read()[-3000:]
-    os.killpg(proc.pid, signal.SIGTERM)
-    out, _ = proc.communicate(timeout=300)
-    log.seek(0)
-    assert proc.returncode == 0, log.read()[-3000:]
+    etl_process.wait_for(stream, first.exists, f"{first}")
+    code = stream.stop(grace=300)
+    assert code == 0, stream.tail()
+    out = stream.stdout
     said = json.loads(out)
     assert said["stopped_by_signal"] is True and runs[0].run_key in said["runs_finished"]
     assert not (cfg.meta_path / LOCK_NAME).exists()

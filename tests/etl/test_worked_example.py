@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -20,16 +18,15 @@ MODEL = ROOT / "examples" / "shop" / "model.toml"
 
 
 @pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
-def test_the_worked_example_loads_each_entity_through_the_cli(spark, tmp_path):
+def test_the_worked_example_loads_each_entity_through_the_cli(spark, tmp_path, etl_process):
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", ETL_MODEL_FILE=str(MODEL), ETL_SPARK_MASTER="local[2]",
                ETL_SPARK_SHUFFLE_PARTITIONS="2", **{f"ETL_{r.upper()}_ROOT": str(tmp_path / r)
                                                     for r in ("warehouse", "landing", "gx", "runs", "reports")})
     for entity in ("customer", "product"):
         for args in (["generate", "--start", "2026-11-22T10:00", "--duration", "300", "--rate", "4", "--seed", "7"],
                      ["run", "--start", "2026-11-22T10:00", "--end", "2026-11-22T10:05"]):
-            done = subprocess.run([sys.executable, "-m", "etl.entrypoints.cli", args[0], "--entity", entity, *args[1:]],
-                                  cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+            done = etl_process.run([args[0], "--entity", entity, *args[1:]], env=env, timeout=900, stdout_apart=True)
+            assert done.code == 0, done.tail()
         assert "validation          passed" in done.stdout, done.stdout
         cfg = load_config(env=env, overrides={"entity": entity})
         table = {"customer": "customer_history", "product": "product_current"}[entity]

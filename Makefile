@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup demo demo-shop test test-pure test-fast test-spark test-e2e test-slow simulate benchmark benchmark-stream benchmark-targets benchmark-facts crash-matrix airflow-start airflow-stop clean
+.PHONY: setup demo demo-shop test test-gate test-pure test-fast test-spark test-e2e test-slow simulate benchmark benchmark-stream benchmark-targets benchmark-facts crash-matrix airflow-start airflow-stop clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh
 	@scripts/setup.sh $(VENV)
@@ -19,6 +19,9 @@ demo-shop: setup  ## the worked example of docs/model.md: two dimensions, then t
 
 test: setup  ## the three tiers below in one session (one Spark session shared); what CI runs
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-gate: setup  ## the quick gate: the pure tier, every module imported, and each guarantee's cheapest Spark or process test (tests/gate.py)
+	$(PY) -m pytest -m "(gate or not (spark or e2e)) and not slow" $(PYTEST_ARGS)
 
 test-pure: setup  ## tier 1, no JVM: policies, records, config, registry, simulator, DAG wiring (about a minute)
 	$(PY) -m pytest -m "not spark and not e2e and not slow" $(PYTEST_ARGS)

@@ -178,6 +178,33 @@ SEEDED_SETTINGS = dict(
 )
 
 
+def seeded_warehouses(spark, cfg: EtlConfig, root: Path, layouts, strategies=()) -> tuple[dict, dict]:
+    """The seeded warehouse, built one way for every module that needs it: per ``layout`` (range,
+    hash) a warehouse under ``root`` with SEEDED_FIRST loaded by ``native`` (so ``key_map`` is not
+    empty and MESHJOIN really cycles over its disk segments) and SEEDED_SECOND ingested, from
+    ``cfg``'s landing zone; then SECOND loaded by each of ``strategies`` into a copy of its
+    layout's seed, side by side. Returns (per layout, per strategy) configurations."""
+    from etl import jobs
+    from etl.core import registry
+    from etl.io.layout_store import load_layout
+
+    seeds = {}
+    for kind in sorted(set(layouts) | {registry.spec(s).new_layout for s in strategies}):
+        seed = cfg.replace(warehouse_root=str(root / kind / "warehouse"), runs_root=str(root / kind / "runs"),
+                           gx_root=str(root / kind / "gx"))
+        load_layout(seed, kind)
+        one_batch = seed.replace(micro_batch_seconds=120)  # the seed's own cut does not matter: keep it cheap
+        jobs.ingest(spark, one_batch, SEEDED_FIRST)
+        jobs.load(spark, one_batch, SEEDED_FIRST, strategy="native")
+        jobs.ingest(spark, seed, SEEDED_SECOND)
+        seeds[kind] = seed
+    loaded = {}
+    for strategy in strategies:
+        loaded[strategy] = copy_of(seeds[registry.spec(strategy).new_layout], root / "loads", strategy)
+        jobs.load(spark, loaded[strategy], SEEDED_SECOND, strategy=strategy)
+    return seeds, loaded
+
+
 def copy_of(seed: EtlConfig, tmp_path, name: str) -> EtlConfig:
     """A copy of the warehouse of ``seed`` under ``tmp_path/name``, with its own runs."""
     copy = seed.replace(warehouse_root=str(tmp_path / name / "warehouse"), runs_root=str(tmp_path / name / "runs"))

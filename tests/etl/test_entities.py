@@ -12,25 +12,22 @@ from __future__ import annotations
 
 import pytest
 
-from etl import jobs
 from etl.core import registry
 from etl.core.config import EtlConfig
 from etl.core.model import load_model
 from etl.generator import StreamSpec, generate_stream
-from etl.io.layout_store import load_layout
 from etl.io.tables import read
 from etl.quality.gate import run_load_gate
 from etl.quality.report import build_report
 from tests.helpers import (
     ROOT,
-    SEEDED_FIRST,
     SEEDED_SECOND,
     SEEDED_SETTINGS,
     SEEDED_T0,
     assert_entity_equals_oracle,
     assert_equals_oracle,
     assert_same_warehouse,
-    copy_of,
+    seeded_warehouses,
 )
 
 EXAMPLE = ROOT / "examples" / "shop" / "model.toml"
@@ -81,19 +78,7 @@ def loaded(request, spark, tmp_path_factory):
     generate_stream(StreamSpec(start=SEEDED_T0, duration_s=240, rate=5, seed=45, key_domain=200,
                                sources=entity.sources or ("crm", "web"), malformed_share=0.03, delete_share=0.05,
                                p=0.6, q=0.1, r=0.25, s=0.05), cfg.landing_path, entity=entity)
-    seeded = {}
-    for kind in sorted({registry.spec(s).new_layout for s in strategies}):
-        seed = cfg.replace(warehouse_root=str(root / kind), runs_root=str(root / kind / "runs"))
-        load_layout(seed, kind)
-        jobs.ingest(spark, seed.replace(micro_batch_seconds=120), SEEDED_FIRST)
-        jobs.load(spark, seed.replace(micro_batch_seconds=120), SEEDED_FIRST, strategy="native")
-        jobs.ingest(spark, seed, SEEDED_SECOND)
-        seeded[kind] = seed
-    out = {}
-    for strategy in strategies:
-        each = copy_of(seeded[registry.spec(strategy).new_layout], root / "loads", strategy)
-        jobs.load(spark, each, SEEDED_SECOND, strategy=strategy)
-        out[strategy] = each
+    _, out = seeded_warehouses(spark, cfg, root, (), strategies)
     yield out
     # Several warehouses per case: let the shared session forget their tables' cached logs.
     spark.catalog.clearCache()

@@ -23,8 +23,8 @@ GATE: dict[str, str] = {
         "tests/etl/load/test_loader.py::test_a_batch_cut_short_after_a_merge_ends_as_one_run_does[load.current_merged-0]",
     "bad input quarantined with its reason, through Spark and Delta":
         "tests/etl/test_ingest.py::test_each_bad_line_gets_its_reason_and_good_lines_pass",
-    "refused runs leave nothing":
-        "tests/etl/test_runs.py::test_overlapping_runs_are_refused_before_they_write_and_a_mistaken_ingest_can_be_discarded",
+    "a run that cannot read its input is refused before any write":
+        "tests/etl/test_ingest.py::test_missing_landing_zone_fails_before_any_write",
     "the quality gate fails on a key given twice":
         "tests/etl/quality/test_gate.py::test_gate_fails_when_a_surrogate_key_is_given_twice",
     "history (SCD type 2): a MERGE closes the open version, a replay changes nothing":

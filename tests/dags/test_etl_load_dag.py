@@ -1,3 +1,4 @@
+import functools
 import json
 import os
 import subprocess
@@ -116,17 +117,32 @@ def test_runs_cover_cron_data_intervals(dag_bag):
     assert timetable.expression == "0 * * * *"  # @hourly
 
 
-@pytest.mark.parametrize("dag_file", ["etl_load.py", "etl_quality_report.py", "etl_maintenance.py"])
-def test_parsing_imports_no_spark_or_gx(dag_file):
+DAG_FILES = ["etl_load.py", "etl_quality_report.py", "etl_maintenance.py"]
+
+
+@functools.cache
+def heavy_modules_by_dag_file() -> dict[str, list[str]]:
+    """Each DAG file parsed in turn in one fresh interpreter: the heavy modules each one added (a
+    file parsed after one that loaded some is reported as unchecked)."""
     from tests.helpers import ROOT
 
     code = (
-        f"import sys, runpy; runpy.run_path({str(ROOT / 'dags' / dag_file)!r});"
-        "heavy = [m for m in ('pyspark.sql', 'great_expectations', 'delta') if m in sys.modules];"
-        "print(heavy); sys.exit(1 if heavy else 0)"
+        "import json, sys, runpy; out = {}; before = []\n"
+        f"for name in {DAG_FILES!r}:\n"
+        f"    runpy.run_path({str(ROOT / 'dags')!r} + '/' + name)\n"
+        "    heavy = [m for m in ('pyspark.sql', 'great_expectations', 'delta') if m in sys.modules]\n"
+        "    out[name] = ['unchecked: loaded before it'] if before else heavy\n"
+        "    before = before or heavy\n"
+        "print(json.dumps(out))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("dag_file", DAG_FILES)
+def test_parsing_imports_no_spark_or_gx(dag_file):
+    assert heavy_modules_by_dag_file()[dag_file] == []
 
 
 def test_parse_time_is_bounded(dag_bag):
@@ -144,39 +160,56 @@ SHOP_GRAPHS = {
 }
 
 
-def dags_of_model(model, tmp_path, **settings) -> dict:
-    """The DAGs the dags folder makes of ``model`` (in a fresh interpreter, as the DAG processor
-    parses them): per DAG its task graph, each task's arguments and sensed DAG, its strategy, tags."""
+# The models the tests below parse, each with the settings it is parsed with: one interpreter
+# parses them all (a DagBag per model; the DAG files read the model from the environment).
+MODELS = {
+    "shop": ("examples/shop/model.toml", {}),
+    "facts": ("tests/models/facts/orders.toml", {"ETL_DIMENSION_POKE_SECONDS": "5"}),
+    "kafka": ("examples/shop/kafka.toml", {}),
+}
+
+
+@functools.cache
+def parsed_models(home: str) -> dict[str, dict]:
     from tests.helpers import ROOT
 
     code = (
-        "import json, os; from airflow.dag_processing.dagbag import DagBag;"
-        f"bag = DagBag(dag_folder={str(ROOT / 'dags')!r});"
-        "print(json.dumps({'errors': {k: str(v) for k, v in bag.import_errors.items()}, 'dags': {d.dag_id: {"
+        "import json, os, sys; from airflow.dag_processing.dagbag import DagBag; result = {}\n"
+        "for name, (model, settings) in json.loads(sys.argv[1]).items():\n"
+        "    os.environ.update(settings, ETL_MODEL_FILE=model)\n"
+        f"    bag = DagBag(dag_folder={str(ROOT / 'dags')!r})\n"
+        "    result[name] = {'errors': {k: str(v) for k, v in bag.import_errors.items()}, 'dags': {d.dag_id: {"
         "'graph': {t.task_id: sorted(t.downstream_task_ids) for t in d.tasks},"
         "'args': {t.task_id: list(getattr(t, 'application_args', None) or []) for t in d.tasks},"
         "'senses': {t.task_id: [t.external_dag_id, t.external_task_id, t.mode, t.soft_fail, t.poke_interval, t.timeout] for t in d.tasks if hasattr(t, 'external_dag_id')},"
         "'strategy': d.params.get_param('join_strategy').value if 'join_strategy' in d.params else None,"
         "'packages': {t.task_id: (getattr(t, 'conf', None) or {}).get('spark.jars.packages') for t in d.tasks if getattr(t, 'conf', None)},"
-        "'tags': sorted(d.tags)} for d in bag.dags.values()}}))"
+        "'tags': sorted(d.tags)} for d in bag.dags.values()}}\n"
+        "    for key in settings: os.environ.pop(key)\n"
+        "print(json.dumps(result))"
     )
-    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "ETL_MODEL_FILE": str(model),
-           "ETL_SPARK_JARS_DIR": str(tmp_path / "no-recorded-jars"), **settings}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    env = {**os.environ, "AIRFLOW_HOME": home, "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"), "ETL_SPARK_JARS_DIR": f"{home}/no-recorded-jars"}
+    models = {name: (str(ROOT / path), settings) for name, (path, settings) in MODELS.items()}
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(models)], capture_output=True, text=True, env=env,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def dags_of_model(name: str, tmp_path_factory) -> dict:
+    """The DAGs of model ``name`` (MODELS), parsed from the model file alone, as a dict."""
+    got = parsed_models(str(tmp_path_factory.getbasetemp() / "airflow-models"))[name]
     assert got["errors"] == {}
     return got["dags"]
 
 
-def test_the_example_model_gets_one_dag_of_each_kind_per_entity(tmp_path):
+def test_the_example_model_gets_one_dag_of_each_kind_per_entity(tmp_path_factory):
     """The worked example's model (docs/model.md: two dimensions and a fact): the DAGs come from
     the model file alone, each task works on its DAG's entity, and each DAG's join strategy is its
     entity's."""
-    from tests.helpers import ROOT
 
-    dags = dags_of_model(ROOT / "examples" / "shop" / "model.toml", tmp_path)
+    dags = dags_of_model("shop", tmp_path_factory)
     assert {d: {t: set(n) for t, n in v["graph"].items()} for d, v in dags.items()} == SHOP_GRAPHS
     for entity, strategy in (("customer", "partitioned-range"), ("product", "partitioned-hash"), ("orders", "native")):
         load = dags[f"etl_load_{entity}"]
@@ -188,10 +221,9 @@ def test_the_example_model_gets_one_dag_of_each_kind_per_entity(tmp_path):
                     assert args[args.index("--entity") + 1] == entity, (kind, task)
 
 
-def test_a_fact_s_load_waits_for_its_dimensions_loads_of_the_same_interval(tmp_path):
-    from tests.helpers import ROOT
+def test_a_fact_s_load_waits_for_its_dimensions_loads_of_the_same_interval(tmp_path_factory):
 
-    dags = dags_of_model(ROOT / "tests" / "models" / "facts" / "orders.toml", tmp_path, ETL_DIMENSION_POKE_SECONDS="5")
+    dags = dags_of_model("facts", tmp_path_factory)  # parsed with dimension_poke_seconds = 5
     load = dags["etl_load_orders"]
     waits = {"wait_for_customer": {"route"}, "wait_for_product": {"route"}}
     assert {t: set(n) for t, n in load["graph"].items()} == {**{t: set(n) for t, n in GRAPHS["etl_load"].items()}, **waits}
@@ -203,13 +235,12 @@ def test_a_fact_s_load_waits_for_its_dimensions_loads_of_the_same_interval(tmp_p
     assert set(dags) == {f"etl_{k}_{e}" for k in ("load", "quality_report", "maintenance") for e in ("customer", "product", "orders")}
 
 
-def test_a_model_reading_kafka_topics_gets_the_same_dags_with_spark_kafka_source(tmp_path):
+def test_a_model_reading_kafka_topics_gets_the_same_dags_with_spark_kafka_source(tmp_path_factory):
     """examples/shop/kafka.toml (the dimensions fed by Debezium on Kafka, docs/sources.md): the same
     DAGs as the landing-file model, and every Spark task fetches Spark's Kafka source."""
     from etl.core.spark_conf import kafka_package
-    from tests.helpers import ROOT
 
-    dags = dags_of_model(ROOT / "examples" / "shop" / "kafka.toml", tmp_path)
+    dags = dags_of_model("kafka", tmp_path_factory)
     assert {d: {t: set(n) for t, n in v["graph"].items()} for d, v in dags.items()} == SHOP_GRAPHS
     packages = [p for d in dags.values() for p in d["packages"].values()]
     assert packages and all(kafka_package() in p.split(",") for p in packages)

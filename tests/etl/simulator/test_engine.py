@@ -21,6 +21,14 @@ def small():
     return Trace.generate(SMALL), Relation.generate(SMALL)
 
 
+@pytest.fixture(scope="module")
+def baseline(small):
+    """Each strategy simulated once on SMALL, shared by the tests that compare against it (the
+    tests only read a result; the trace and relation were shared by them already)."""
+    trace, relation = small
+    return {s: simulate(s, SMALL, trace, relation) for s in STRATEGIES}
+
+
 def test_trace_and_relation_are_seeded_and_follow_the_parameters(small):
     trace, relation = small
     again = Trace.generate(SMALL)
@@ -51,17 +59,17 @@ def test_a_relation_that_fits_in_memory_is_probed_once_per_segment_and_never_evi
     assert res.probes <= relation.range_layout().n_segments
 
 
-def test_a_tiny_wait_buffer_forces_overflow_probes(small):
+def test_a_tiny_wait_buffer_forces_overflow_probes(small, baseline):
     trace, relation = small
-    roomy = simulate("partitioned-hash", SMALL, trace, relation)
+    roomy = baseline["partitioned-hash"]
     tight = simulate("partitioned-hash", SMALL.replace(wait_buffer_bytes=64 * 256), trace, relation)
     assert tight.probes > 3 * roomy.probes
     assert tight.avg_delay_s < roomy.avg_delay_s
 
 
-def test_thesis_directions_on_a_small_workload(small):
+def test_thesis_directions_on_a_small_workload(small, baseline):
     trace, relation = small
-    res = {s: simulate(s, SMALL, trace, relation) for s in STRATEGIES}
+    res = baseline
     # An order of magnitude less delay than MESHJOIN; range reads less of R than hash and native.
     assert res["partitioned-range"].avg_delay_s * 5 < res["meshjoin"].avg_delay_s
     assert res["partitioned-range"].disk_bytes < res["partitioned-hash"].disk_bytes
@@ -92,9 +100,9 @@ def test_the_recommendation_is_a_valid_etl_configuration():
     assert all(not math.isnan(c["avg_delay_s"]) for c in rec["candidates"])
 
 
-def test_a_wait_bound_caps_the_partitioned_joins_delay_tail_at_the_cost_of_probes(small):
+def test_a_wait_bound_caps_the_partitioned_joins_delay_tail_at_the_cost_of_probes(small, baseline):
     trace, relation = small
-    free = simulate("partitioned-range", SMALL, trace, relation)
+    free = baseline["partitioned-range"]
     bounded = simulate("partitioned-range", SMALL.replace(max_wait_s=30.0), trace, relation)
     assert free.p99_delay_s > 60  # without the bound, cold segments' tuples wait for n_invoke or overflow
     assert bounded.p99_delay_s <= 30.0 + 1.0  # the bound plus the probe's own time

@@ -88,12 +88,12 @@ def pytest_collection_modifyitems(items):
     """Tests that take the ``spark`` fixture are marked ``spark`` (``make test-fast`` skips them);
     the quick gate's are marked ``gate`` (tests/gate.py). Each test's tier goes into the JUnit
     report CI writes (``scripts/test_times.py`` sums it)."""
-    from tests.gate import gate_ids
+    from tests.gate import in_gate
 
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
-        if gate_ids(item.nodeid):
+        if in_gate(item.nodeid):
             item.add_marker(pytest.mark.gate)
         tier = next((t for t in ("slow", "e2e", "spark") if item.get_closest_marker(t)), "pure")
         item.user_properties.append(("tier", tier))

@@ -36,6 +36,6 @@ GATE: dict[str, str] = {
 }
 
 
-def gate_ids(nodeid: str) -> bool:
+def in_gate(nodeid: str) -> bool:
     """Whether a collected test (its node id) is one the gate runs."""
     return any(nodeid == entry or nodeid.startswith(entry + "[") for entry in GATE.values())

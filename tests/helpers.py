@@ -19,6 +19,7 @@ from etl.core.oracle import decide, entity_rows
 from etl.io.landing import landing_file
 from etl.io.tables import read
 from etl.transforms.outcomes import INFER, with_natural_keys
+from tests.processes import settings_json
 from warehouse.schemas import deterministic_tables as deterministic
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,8 +149,8 @@ def crash_config(root: Path, landing: Path) -> EtlConfig:
 
 def crash_settings_json(cfg: EtlConfig) -> str:
     """``--settings-json`` for an `etl` process of the crash harness: ``cfg``'s roots and settings."""
-    names = ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", "model_file", "entity", *CRASH_SETTINGS)
-    return json.dumps({k: getattr(cfg, k) for k in names})
+    return settings_json(cfg, ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", "model_file",
+                               "entity", *CRASH_SETTINGS))
 
 
 def deterministic_tables(spark, cfg, without_inferred: bool = False) -> dict:

@@ -83,7 +83,12 @@ class Group:
         return self.log.read_text(errors="replace")
 
     def tail(self, n: int = 3000) -> str:
-        return (self.stdout[-1000:] + "\n" if self.stdout else "") + self.output()[-n:]
+        return tail_of(self.stdout, self.output(), n)
+
+
+def tail_of(stdout: str, output: str, n: int = 3000) -> str:
+    """What a failing test shows of a process: the end of its stdout (when apart) and of its log."""
+    return (stdout[-1000:] + "\n" if stdout else "") + output[-n:]
 
 
 def etl_command(args: list[str], settings: str | None = None) -> list[str]:
@@ -98,7 +103,7 @@ class Finished:
     stdout: str
 
     def tail(self, n: int = 3000) -> str:
-        return (self.stdout[-1000:] + "\n" if self.stdout else "") + self.output[-n:]
+        return tail_of(self.stdout, self.output, n)
 
 
 class EtlProcesses:

@@ -7,7 +7,7 @@ import ast
 
 import pytest
 
-from tests.gate import GATE, gate_ids
+from tests.gate import GATE, in_gate
 from tests.helpers import ROOT
 
 
@@ -25,6 +25,6 @@ def test_each_claim_names_a_test_of_the_suite(claim):
 
 def test_a_gate_entry_selects_its_parameters_and_nothing_else():
     whole = "tests/etl/test_crash.py::test_killed_at_a_commit_point_and_restarted_equals_the_uninterrupted_run"
-    assert gate_ids(whole + "[partitioned-range@partitioned.wait_buffer_appended]")
-    assert not gate_ids(whole + "_in_turn")
-    assert not gate_ids("tests/etl/load/test_loader.py::test_updates_in_equal_the_sum_of_outcomes_twice")
+    assert in_gate(whole + "[partitioned-range@partitioned.wait_buffer_appended]")
+    assert not in_gate(whole + "_in_turn")
+    assert not in_gate("tests/etl/load/test_loader.py::test_updates_in_equal_the_sum_of_outcomes_twice")

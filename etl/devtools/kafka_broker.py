@@ -28,9 +28,11 @@ from pathlib import Path
 
 import pyspark
 
+from etl.core.spark_conf import DEFAULT_TOOLS_CACHE
+
 KAFKA_VERSION = "4.1.1"
 SCALA = "2.13"
-DEFAULT_CACHE = Path(os.environ.get("ETL_TOOLS_CACHE", Path.home() / ".cache" / "active-dw-etl"))
+DEFAULT_CACHE = DEFAULT_TOOLS_CACHE  # the broker's jars beside the recorded Spark jars (ETL_TOOLS_CACHE moves both)
 
 
 def _ivy_jar() -> str:

@@ -1,10 +1,12 @@
 """What a scheduled interval's Spark drivers cost, the way the load DAG starts them (spark-submit),
 side by side in one run: three tasks (ingest, load, validate: three cold drivers) resolving the
 packages with Ivy at each start, three tasks starting from the recorded jars, and the one task
-`etl run` from the recorded jars (docs/decisions/one-driver-per-run.md, jars-resolved-once.md).
+`etl run` from the recorded jars, and that task's driver started from the class-data archive
+set-up writes (docs/decisions/one-driver-per-run.md, jars-resolved-once.md, class-data-archive.md).
+Only the last mode maps the archive.
 
-    .venv/bin/python -m benchmarks.dag_drivers              # about 15 minutes on 2 cores
-    .venv/bin/python -m benchmarks.dag_drivers --repeats 5
+    .venv/bin/python -m benchmarks.dag_drivers              # about 20 minutes on 2 cores
+    .venv/bin/python -m benchmarks.dag_drivers --repeats 5 --modes one-task-jars,one-task-jars-archive
 
 Each repeat loads the same small interval (10 minutes at 2 updates/s, one micro-batch) into a
 fresh warehouse in each mode, the modes in turn. Reports the wall time of each interval, and per
@@ -24,7 +26,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-MODES = ("three-tasks-ivy", "three-tasks-jars", "one-task-jars")
+MODES = ("three-tasks-ivy", "three-tasks-jars", "one-task-jars", "one-task-jars-archive")
 
 
 def main(argv=None) -> int:
@@ -32,13 +34,18 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--work", default=None, help="scratch directory (default: a temporary one, removed after)")
     parser.add_argument("--out", default=None, help="write the result as JSON here too")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, the first is the ratios' base ({', '.join(MODES)})")
     args = parser.parse_args(argv)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if not modes or set(modes) - set(MODES):
+        parser.error(f"--modes: one or more of {', '.join(MODES)}")
 
     from etl.core.config import load_config
     from etl.core.interval import Interval
     from etl.core.spark_conf import recorded_jars
     from etl.entrypoints.airflow_support import APPLICATION, submit_conf
     from etl.generator import StreamSpec, generate_stream
+    from etl.io.spark import make_class_archive
 
     work = Path(args.work or tempfile.mkdtemp(prefix="dag-drivers-"))
     start = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
@@ -46,8 +53,9 @@ def main(argv=None) -> int:
     landing = work / "landing"
     generate_stream(StreamSpec(start=start, duration_s=600, rate=2, key_domain=2000, seed=5), landing)
 
-    def env_of(root: Path, ivy: bool) -> dict[str, str]:
+    def env_of(root: Path, ivy: bool, archive: bool = False) -> dict[str, str]:
         env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", ETL_WAREHOUSE_ROOT=str(root / "warehouse"),
+                   ETL_SPARK_CLASS_ARCHIVE=str(archive).lower(),
                    ETL_LANDING_ROOT=str(landing), ETL_GX_ROOT=str(root / "gx"), ETL_RUNS_ROOT=str(root / "runs"),
                    ETL_MICRO_BATCH_SECONDS="600", ETL_KEY_DOMAIN="2000", ETL_SPARK_SHUFFLE_PARTITIONS="2")
         if ivy:  # a record folder that cannot exist: each driver resolves with Ivy (its cache warm), as before
@@ -60,11 +68,14 @@ def main(argv=None) -> int:
         print("error: no recorded jars yet; run `make setup` (or any etl command) once first", file=sys.stderr)
         return 1
     span = ["--start", interval.start.isoformat(), "--end", interval.end.isoformat()]
-    times: dict[str, list[float]] = {m: [] for m in MODES}
+    if "one-task-jars-archive" in modes and not make_class_archive(load_config(env=env_of(work, False, True))):
+        print("error: no class-data archive could be written (etl.io.spark.make_class_archive)", file=sys.stderr)
+        return 1
+    times: dict[str, list[float]] = {m: [] for m in modes}
     for rep in range(args.repeats):
-        for mode in MODES:
+        for mode in modes:
             root = work / f"{mode}-{rep}"
-            env = env_of(root, ivy=mode.endswith("ivy"))
+            env = env_of(root, ivy=mode.endswith("ivy"), archive=mode.endswith("archive"))
             cfg = load_config(env=env)
             base = ["spark-submit", "--master", "local[2]"]
             for key, value in submit_conf(cfg).items():
@@ -83,7 +94,7 @@ def main(argv=None) -> int:
     medians = {m: statistics.median(ts) for m, ts in times.items()}
     result = {"command": "python -m benchmarks.dag_drivers " + " ".join(argv or sys.argv[1:]),
               "seconds": times, "median_s": medians,
-              "ratio_to_three_tasks_ivy": {m: round(medians[m] / medians[MODES[0]], 2) for m in MODES}}
+              f"ratio_to_{modes[0].replace('-', '_')}": {m: round(medians[m] / medians[modes[0]], 2) for m in modes}}
     print(json.dumps(result, indent=2))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Create the virtual environment, install the pinned dependencies, and let Spark fetch the Delta
-# jars once (Ivy caches them for later runs). Safe to run again.
+# Create the virtual environment, install the pinned dependencies, let Spark fetch the Delta jars
+# once (recorded for every later driver) and write the drivers' class-data archive. Safe to run again.
 set -euo pipefail
 venv=${1:-.venv}
 cd "$(dirname "$0")/.."
@@ -33,7 +33,7 @@ echo "==> creating $venv with $($python --version)"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 echo "==> installing pinned dependencies (about a minute with a warm pip cache)"
 "$venv/bin/python" -m pip install --quiet -c constraints.txt -e '.[dev]'
-echo "==> starting Spark once to fetch the Delta jars"
+echo "==> starting Spark once to fetch the Delta jars and write the drivers' class-data archive (about a minute)"
 mkdir -p var; if ! SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1} "$venv/bin/python" -m etl.io.spark > var/setup-spark.log 2>&1; then cat var/setup-spark.log >&2; echo "error: Spark could not start (log above, also in var/setup-spark.log)" >&2; exit 1; fi; tail -1 var/setup-spark.log
 touch "$venv/.installed"
 echo "==> set-up done"

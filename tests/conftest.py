@@ -31,8 +31,11 @@ def spark(tmp_path_factory):
     # 4g: one JVM holds the whole suite's several hundred Delta tables (their logs' cached states)
     # and broadcasts; at 2g the suite ran out of heap once the declared entities' tests were added.
     # Spark's Kafka source too: the Kafka tests read a real broker in this session.
-    base = EtlConfig(warehouse_root=str(tmp_path_factory.mktemp("spark-base")), spark_shuffle_partitions=2,
-                     spark_driver_memory="4g", spark_packages=kafka_package())
+    # The classes it loads, and from where, logged for tests/etl/io/test_spark.py (the class-data archive).
+    root = tmp_path_factory.mktemp("spark-base")
+    base = EtlConfig(warehouse_root=str(root), spark_shuffle_partitions=2, spark_driver_memory="4g",
+                     spark_packages=kafka_package(),
+                     spark_driver_java_options=f"-Xlog:class+load=info:file={root / 'classes.log'}")
     session = build_spark_session(base, app_name="etl-tests", master="local[2]")
     # Test data is a few hundred rows: compiling generated code and re-planning stages costs more
     # than it saves (test_partitioned.py: 0.77x the time; docs/decisions/test-session-execution.md).

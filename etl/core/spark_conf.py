@@ -4,8 +4,10 @@ the very same settings to ``spark-submit`` without importing pyspark at parse ti
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
+import shutil
 from importlib import metadata
 from pathlib import Path
 
@@ -70,6 +72,42 @@ def recorded_jars(cfg: EtlConfig) -> list[str]:
     return jars
 
 
+def java_binary() -> Path | None:
+    """The ``java`` a driver starts with (JAVA_HOME's, else the first on PATH), links resolved."""
+    home = os.environ.get("JAVA_HOME", "")
+    found = (home and shutil.which("java", path=os.path.join(home, "bin"))) or shutil.which("java")
+    return Path(found).resolve() if found else None
+
+
+def class_archive(cfg: EtlConfig) -> Path | None:
+    """Where the driver's class-data archive of this Java and this Spark is kept (a file per pair:
+    an upgraded JDK or pyspark never maps a stale archive); ``None`` when the setting is off or
+    there is no Java. ``etl.io.spark.make_class_archive`` writes it; drivers map it when it exists
+    (docs/decisions/class-data-archive.md)."""
+    java = java_binary()
+    if not cfg.spark_class_archive or java is None:
+        return None
+    jvm = [p for p in (java.parent.parent / "lib" / "server" / "libjvm.so", java) if p.exists()][0]
+    st = jvm.stat()
+    spec = importlib.util.find_spec("pyspark")  # located, not imported: the DAGs parse without pyspark
+    spark = Path(spec.origin).parent.resolve() if spec and spec.origin else ""
+    key = f"{java}|{st.st_size}|{st.st_mtime_ns}|{spark}|{metadata.version('pyspark')}"
+    root = Path(cfg.spark_jars_dir).expanduser() if cfg.spark_jars_dir else DEFAULT_TOOLS_CACHE / "spark-jars"
+    return root / "class-archives" / f"driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+
+
+# A site's own CDS choice in spark_driver_java_options wins over the archive.
+CDS_OPTIONS = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
+
+
+def archive_option(cfg: EtlConfig) -> str:
+    """``-XX:SharedArchiveFile=...`` when this machine's archive exists, else nothing."""
+    if any(o in cfg.spark_driver_java_options for o in CDS_OPTIONS):
+        return ""
+    archive = class_archive(cfg)
+    return f"-XX:SharedArchiveFile={archive}" if archive is not None and archive.is_file() else ""
+
+
 # What a batch's commit (its counts, ledger row and both MERGEs) runs with. Adaptive execution makes
 # each query stage a Spark job of its own: a MERGE with deletion vectors took 19-21 jobs instead of
 # 13-14, over sources of one micro-batch's few thousand rows that gain nothing from re-planning
@@ -110,5 +148,6 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "true",
     }
-    conf["spark.driver.extraJavaOptions"] = f"{JVM_OUTPUT_TO_STDERR} {cfg.spark_driver_java_options.strip()}".strip()
+    options = (JVM_OUTPUT_TO_STDERR, archive_option(cfg), cfg.spark_driver_java_options.strip())
+    conf["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)
     return conf

@@ -15,14 +15,14 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from etl.core.config import EtlConfig, load_config
-from etl.core.spark_conf import jars_record, packages, spark_conf
+from etl.core.spark_conf import class_archive, jars_record, java_binary, packages, spark_conf
 from etl.io.files import write_atomic
 
 
 def check_java() -> str:
     """Fail with a clear message when there is no Java 17+ to run Spark on."""
-    java = shutil.which("java", path=os.path.join(os.environ.get("JAVA_HOME", ""), "bin")) or shutil.which("java")
-    if not java:
+    java = java_binary()
+    if java is None:
         raise RuntimeError("Java was not found: Spark needs Java 17 or newer on PATH (or JAVA_HOME set).")
     out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
     return out.splitlines()[0] if out else java
@@ -128,16 +128,77 @@ def sql_settings(spark, settings: dict[str, str]):
                 spark.conf.set(key, value)
 
 
+def make_class_archive(cfg: EtlConfig, timeout: float = 900) -> Path | None:
+    """Write this machine's driver class-data archive (``etl.core.spark_conf.class_archive``) once.
+
+    A driver started with ``-XX:ArchiveClassesAtExit`` runs what every job runs (SQL, JSON lines,
+    Delta writes and a MERGE), stops, and its JVM writes the classes it loaded as it exits. The file
+    is put in place only when that JVM exited cleanly, so no driver ever maps a half-written one.
+    Best effort: without an archive drivers start as before."""
+    archive = class_archive(cfg)
+    if archive is None or archive.is_file():
+        return archive
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    partial = archive.with_name(f"{archive.name}.{os.getpid()}.part")
+    options = f"{cfg.spark_driver_java_options.strip()} -XX:ArchiveClassesAtExit={partial}".strip()
+    env = dict(os.environ, ETL_SPARK_CLASS_ARCHIVE="false", ETL_SPARK_DRIVER_JAVA_OPTIONS=options,
+               ETL_SPARK_JARS_DIR=cfg.spark_jars_dir, ETL_SPARK_JARS=cfg.spark_jars)
+    try:
+        done = subprocess.run([sys.executable, "-m", "etl.io.spark", "--archive-driver"], env=env,
+                              capture_output=True, text=True, timeout=timeout)
+        failed = done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0
+        cause = (done.stderr or done.stdout).strip()[-2000:]
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        failed, cause = True, str(exc)
+    if failed:
+        partial.unlink(missing_ok=True)
+        print(f"etl: no class-data archive for the driver ({cause or 'the JVM wrote none'}); drivers start "
+              f"without one", file=sys.stderr)
+        return None
+    os.replace(partial, archive)
+    return archive
+
+
+def _archive_driver() -> None:
+    """The driver whose JVM writes the archive: the calls every job makes, then a clean JVM exit
+    (the archive is written as it exits; its exit status is this process's)."""
+    import tempfile
+
+    from delta.tables import DeltaTable
+
+    cfg = load_config()
+    spark = build_spark_session(cfg.replace(spark_master="local[2]"), app_name="etl-class-archive")
+    with tempfile.TemporaryDirectory() as tmp:
+        lines = Path(tmp) / "lines.jsonl"
+        lines.write_text('{"k": "1", "v": 2.5}\n{"k": "2", "v": null}\n')
+        df = spark.read.schema("k string, v double").json(str(lines))
+        df.groupBy("k").count().orderBy("k").collect()
+        table = str(Path(tmp) / "table")
+        df.write.format("delta").save(table)
+        DeltaTable.forPath(spark, table).alias("t").merge(df.alias("s"), "t.k = s.k") \
+            .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
+        spark.read.format("delta").load(table).where("v > 1").collect()
+    jvm = spark.sparkContext._gateway.proc
+    spark.stop()
+    jvm.stdin.close()  # the gateway exits at the end of its input, writing the archive
+    sys.exit(jvm.wait(timeout=600))
+
+
 def _prefetch() -> None:
-    """Start and stop a session once so Spark downloads the Delta jars into its Ivy cache."""
+    """Start and stop a session once so Spark downloads the Delta jars (recorded for every later
+    driver), then write the driver's class-data archive."""
     print(f"java: {check_java()}")
     cfg = load_config()
     print(f"fetching {packages(cfg)} (cached after the first time)...", flush=True)
     spark = build_spark_session(cfg.replace(spark_master="local[1]"), app_name="etl-prefetch")
     spark.range(1).count()
     spark.stop()
+    started = time.monotonic()
+    archive = make_class_archive(cfg)
+    if archive is not None:
+        print(f"driver class-data archive: {archive} ({time.monotonic() - started:.0f} s)")
     print("Spark with Delta is ready.")
 
 
 if __name__ == "__main__":
-    _prefetch()
+    _archive_driver() if sys.argv[1:] == ["--archive-driver"] else _prefetch()

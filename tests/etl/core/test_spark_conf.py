@@ -19,8 +19,8 @@ def test_conf_configures_delta_and_keeps_the_warehouse_out_of_the_working_direct
 
 
 def test_the_driver_s_jvm_output_goes_to_stderr_and_configured_options_follow(tmp_path):
-    assert spark_conf(EtlConfig(warehouse_root=str(tmp_path)))["spark.driver.extraJavaOptions"] == JVM_OUTPUT_TO_STDERR
-    cfg = load_config(env={"ETL_SPARK_DRIVER_JAVA_OPTIONS": " -XX:TieredStopAtLevel=1 "})
+    assert spark_conf(EtlConfig(spark_jars_dir=str(tmp_path)))["spark.driver.extraJavaOptions"] == JVM_OUTPUT_TO_STDERR
+    cfg = load_config(env={"ETL_SPARK_DRIVER_JAVA_OPTIONS": " -XX:TieredStopAtLevel=1 ", "ETL_SPARK_CLASS_ARCHIVE": "false"})
     assert spark_conf(cfg)["spark.driver.extraJavaOptions"] == f"{JVM_OUTPUT_TO_STDERR} -XX:TieredStopAtLevel=1"
 
 
@@ -59,3 +59,37 @@ def test_jars_recorded_once_resolved_replace_the_resolution_of_every_later_drive
     jars[1].unlink()
     assert "spark.jars.packages" in spark_conf(cfg)  # a jar gone: resolve again
     assert spark_conf(cfg.replace(spark_jars="/opt/jars/a.jar, /opt/jars/b.jar"))["spark.jars"] == "/opt/jars/a.jar,/opt/jars/b.jar"
+
+
+def test_drivers_map_the_class_archive_of_their_java_once_it_is_written(tmp_path, monkeypatch):
+    """Set-up writes the archive (etl.io.spark.make_class_archive); every driver and spark-submit
+    maps it from then on. Another Java (or pyspark) is another file, never a stale one; a site's
+    own CDS options win; the setting turns it off."""
+    import os
+    import shutil
+
+    from etl.core.spark_conf import class_archive, java_binary
+
+    cfg = EtlConfig(spark_jars_dir=str(tmp_path / "jars"))
+    archive = class_archive(cfg)
+    assert archive.parent == tmp_path / "jars" / "class-archives" and archive.suffix == ".jsa"
+    assert spark_conf(cfg)["spark.driver.extraJavaOptions"] == JVM_OUTPUT_TO_STDERR  # not written yet
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"archive")
+    assert spark_conf(cfg)["spark.driver.extraJavaOptions"] == f"{JVM_OUTPUT_TO_STDERR} -XX:SharedArchiveFile={archive}"
+    own = cfg.replace(spark_driver_java_options="-XX:TieredStopAtLevel=1")
+    assert spark_conf(own)["spark.driver.extraJavaOptions"].endswith(f"-XX:SharedArchiveFile={archive} -XX:TieredStopAtLevel=1")
+    assert spark_conf(cfg.replace(spark_driver_java_options="-Xshare:off"))["spark.driver.extraJavaOptions"] == (
+        f"{JVM_OUTPUT_TO_STDERR} -Xshare:off")
+    off = load_config(env={"ETL_SPARK_CLASS_ARCHIVE": "false", "ETL_SPARK_JARS_DIR": str(tmp_path / "jars")})
+    assert class_archive(off) is None and "SharedArchiveFile" not in spark_conf(off)["spark.driver.extraJavaOptions"]
+
+    other = tmp_path / "jdk"  # another Java: the same layout, another build
+    (other / "bin").mkdir(parents=True)
+    (other / "lib" / "server").mkdir(parents=True)
+    shutil.copy(java_binary(), other / "bin" / "java")
+    (other / "lib" / "server" / "libjvm.so").write_bytes(b"another build")
+    monkeypatch.setenv("JAVA_HOME", str(other))
+    assert java_binary() == (other / "bin" / "java").resolve() and os.access(java_binary(), os.X_OK)
+    assert class_archive(cfg) != archive
+    assert "SharedArchiveFile" not in spark_conf(cfg)["spark.driver.extraJavaOptions"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from pathlib import Path
 
 from pyspark.sql import functions as F
@@ -170,6 +171,29 @@ def rebuild_context(cfg: EtlConfig, keep_history: bool = True) -> Path | None:
     if not keep_history:
         project.rmdir()
     return aside
+
+
+def import_in_background() -> threading.Thread:
+    """Import Great Expectations on a thread of its own while Spark starts and the load runs: the
+    import alone takes about 7 s on 2 cores, which every `etl run` and `etl validate` paid before
+    validating (docs/decisions/gate-imported-while-spark-starts.md). The libraries that the driver's
+    own path imports too are imported first, on the caller's thread, so the two threads do not
+    import the same module at once; the gate's own ``import great_expectations`` waits for the
+    thread (the interpreter's per-module import lock) and an import that failed there fails again
+    where it is used, with its own error."""
+    import numpy  # noqa: F401
+    import pandas  # noqa: F401
+    import pyarrow  # noqa: F401
+
+    def load():
+        try:
+            import great_expectations  # noqa: F401
+        except Exception:  # pragma: no cover - reported where the gate imports it
+            pass
+
+    thread = threading.Thread(target=load, name="import-great-expectations", daemon=True)
+    thread.start()
+    return thread
 
 
 def open_context(cfg: EtlConfig):

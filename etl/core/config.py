@@ -66,7 +66,7 @@ class EtlConfig:
     # Jar paths instead, comma-separated (an image with its jars baked in); empty: the recorded ones.
     spark_jars: str = ""
     # Start drivers from a class-data archive of Spark's classes (JVM CDS) that set-up writes under
-    # spark_jars_dir: a driver is ready ~9 s sooner on 2 cores. docs/decisions/class-data-archive.md
+    # spark_jars_dir: a cold driver is ready ~9 s sooner on 2 cores. docs/decisions/class-data-archive.md
     spark_class_archive: bool = True
 
     # --- Kafka (docs/sources.md; the topics are the model's, the cluster is the site's) ---

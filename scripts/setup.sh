@@ -34,6 +34,6 @@ echo "==> creating $venv with $($python --version)"
 echo "==> installing pinned dependencies (about a minute with a warm pip cache)"
 "$venv/bin/python" -m pip install --quiet -c constraints.txt -e '.[dev]'
 echo "==> starting Spark once to fetch the Delta jars and write the drivers' class-data archive (about a minute)"
-mkdir -p var; if ! SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1} "$venv/bin/python" -m etl.io.spark > var/setup-spark.log 2>&1; then cat var/setup-spark.log >&2; echo "error: Spark could not start (log above, also in var/setup-spark.log)" >&2; exit 1; fi; tail -1 var/setup-spark.log
+mkdir -p var; if ! SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1} "$venv/bin/python" -m etl.io.spark > var/setup-spark.log 2>&1; then cat var/setup-spark.log >&2; echo "error: Spark could not start (log above, also in var/setup-spark.log)" >&2; exit 1; fi; grep -E "class-data archive|is ready" var/setup-spark.log || true
 touch "$venv/.installed"
 echo "==> set-up done"

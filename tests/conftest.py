@@ -26,7 +26,7 @@ os.environ.setdefault("ETL_SPARK_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from etl.core.spark_conf import kafka_package
-    from etl.io.spark import build_spark_session
+    from etl.io.spark import build_spark_session, make_class_archive
 
     # 4g: one JVM holds the whole suite's several hundred Delta tables (their logs' cached states)
     # and broadcasts; at 2g the suite ran out of heap once the declared entities' tests were added.
@@ -36,6 +36,8 @@ def spark(tmp_path_factory):
     base = EtlConfig(warehouse_root=str(root), spark_shuffle_partitions=2, spark_driver_memory="4g",
                      spark_packages=kafka_package(),
                      spark_driver_java_options=f"-Xlog:class+load=info:file={root / 'classes.log'}")
+    # The drivers' class-data archive is set-up's, unless the JDK or the venv changed since (a minute then).
+    make_class_archive(base.replace(spark_driver_java_options=""))
     session = build_spark_session(base, app_name="etl-tests", master="local[2]")
     # Test data is a few hundred rows: compiling generated code and re-planning stages costs more
     # than it saves (test_partitioned.py: 0.77x the time; docs/decisions/test-session-execution.md).

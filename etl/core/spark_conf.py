@@ -53,8 +53,12 @@ def jars_record(cfg: EtlConfig) -> Path:
     """Where the jars of this configuration's packages are recorded once resolved: a folder per
     set of packages (a changed setting resolves anew, never a stale jar)."""
     digest = hashlib.sha256(f"{packages(cfg)}|{PACKAGE_EXCLUDES}".encode()).hexdigest()[:16]
-    root = Path(cfg.spark_jars_dir).expanduser() if cfg.spark_jars_dir else DEFAULT_TOOLS_CACHE / "spark-jars"
-    return root / digest
+    return jars_root(cfg) / digest
+
+
+def jars_root(cfg: EtlConfig) -> Path:
+    """The folder of the recorded jars and the class-data archives (``spark_jars_dir``)."""
+    return Path(cfg.spark_jars_dir).expanduser() if cfg.spark_jars_dir else DEFAULT_TOOLS_CACHE / "spark-jars"
 
 
 def recorded_jars(cfg: EtlConfig) -> list[str]:
@@ -80,29 +84,49 @@ def java_binary() -> Path | None:
 
 
 def class_archive(cfg: EtlConfig) -> Path | None:
-    """Where the driver's class-data archive of this Java and this Spark is kept (a file per pair:
-    an upgraded JDK or pyspark never maps a stale archive); ``None`` when the setting is off or
-    there is no Java. ``etl.io.spark.make_class_archive`` writes it; drivers map it when it exists
-    (docs/decisions/class-data-archive.md)."""
-    java = java_binary()
-    if not cfg.spark_class_archive or java is None:
+    """The driver's class-data archive of this Java and this Spark: a file per build of each, so a
+    changed JDK, venv or pyspark never maps an archive the JVM would refuse without a word.
+    ``None`` when the setting is off or no Java or pyspark is found (a DAG still parses)."""
+    if not cfg.spark_class_archive:
         return None
-    jvm = [p for p in (java.parent.parent / "lib" / "server" / "libjvm.so", java) if p.exists()][0]
-    st = jvm.stat()
-    spec = importlib.util.find_spec("pyspark")  # located, not imported: the DAGs parse without pyspark
-    spark = Path(spec.origin).parent.resolve() if spec and spec.origin else ""
-    key = f"{java}|{st.st_size}|{st.st_mtime_ns}|{spark}|{metadata.version('pyspark')}"
-    root = Path(cfg.spark_jars_dir).expanduser() if cfg.spark_jars_dir else DEFAULT_TOOLS_CACHE / "spark-jars"
-    return root / "class-archives" / f"driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+    try:
+        java = java_binary()
+        spec = importlib.util.find_spec("pyspark")  # located, not imported: the DAGs parse without pyspark
+        if java is None or spec is None or not spec.origin:
+            return None
+        pyspark_dir = Path(spec.origin).parent.resolve()
+        jdk = java.parent.parent
+        # What the JVM checks before it maps the archive: the JVM and its base archive, and every
+        # jar of the class path (pyspark's), by size and time; Delta's version for its own classes.
+        builds = [_build_of(p) for p in (jdk / "lib" / "server" / "libjvm.so", jdk / "lib" / "server" / "classes.jsa", java)]
+        jars = sorted((pyspark_dir / "jars").glob("*.jar"))
+        key = "|".join([str(java), *builds, str(pyspark_dir), metadata.version("pyspark"),
+                        metadata.version("delta-spark"), *(f"{j.name}:{_build_of(j)}" for j in jars)])
+    except (OSError, ValueError, ImportError, metadata.PackageNotFoundError):
+        return None
+    return jars_root(cfg) / "class-archives" / f"driver-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jsa"
+
+
+def _build_of(path: Path) -> str:
+    """A file's size and modification time; ``-`` when it is not there."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return "-"
+    return f"{st.st_size}:{st.st_mtime_ns}"
 
 
 # A site's own CDS choice in spark_driver_java_options wins over the archive.
 CDS_OPTIONS = ("-XX:SharedArchiveFile", "-XX:ArchiveClassesAtExit", "-Xshare")
 
 
+def own_cds_options(cfg: EtlConfig) -> bool:
+    return any(o in cfg.spark_driver_java_options for o in CDS_OPTIONS)
+
+
 def archive_option(cfg: EtlConfig) -> str:
     """``-XX:SharedArchiveFile=...`` when this machine's archive exists, else nothing."""
-    if any(o in cfg.spark_driver_java_options for o in CDS_OPTIONS):
+    if own_cds_options(cfg):
         return ""
     archive = class_archive(cfg)
     return f"-XX:SharedArchiveFile={archive}" if archive is not None and archive.is_file() else ""

@@ -281,11 +281,14 @@ def main(argv: list[str] | None = None) -> int:
             # the whole process group (docker stop through dumb-init, systemd) stops the stream after
             # its piece instead of killing Spark under it. One sent while Spark starts is not seen.
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        importing = None
         if args.command in ("run", "validate", "quality-report"):
             from etl.quality.gate import import_in_background
 
-            import_in_background()  # the quality gate's library, while Spark starts
+            importing = import_in_background()  # the quality gate's library, while the JVM starts
         spark = build_spark_session(cfg, app_name=f"etl-{args.command}")
+        if importing is not None:
+            importing.join()
         return _run(spark, cfg, args, interval, move_to)
     except Exception as exc:
         code, message = exit_code_of(exc)

@@ -6,16 +6,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from etl.core.config import EtlConfig, load_config
-from etl.core.spark_conf import class_archive, jars_record, java_binary, packages, spark_conf
+from etl.core.spark_conf import class_archive, jars_record, java_binary, own_cds_options, packages, spark_conf
 from etl.io.files import write_atomic
 
 
@@ -25,7 +27,7 @@ def check_java() -> str:
     if java is None:
         raise RuntimeError("Java was not found: Spark needs Java 17 or newer on PATH (or JAVA_HOME set).")
     out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
-    return out.splitlines()[0] if out else java
+    return out.splitlines()[0] if out else str(java)
 
 
 def in_spark_submit() -> bool:
@@ -128,35 +130,44 @@ def sql_settings(spark, settings: dict[str, str]):
                 spark.conf.set(key, value)
 
 
-def make_class_archive(cfg: EtlConfig, timeout: float = 900) -> Path | None:
+def make_class_archive(cfg: EtlConfig, again: bool = False, timeout: float = 900) -> Path | None:
     """Write this machine's driver class-data archive (``etl.core.spark_conf.class_archive``) once.
 
-    A driver started with ``-XX:ArchiveClassesAtExit`` runs what every job runs (SQL, JSON lines,
-    Delta writes and a MERGE), stops, and its JVM writes the classes it loaded as it exits. The file
-    is put in place only when that JVM exited cleanly, so no driver ever maps a half-written one.
-    Best effort: without an archive drivers start as before."""
+    A driver started with ``-XX:ArchiveClassesAtExit`` runs what every job runs, stops, and its JVM
+    writes the classes it loaded as it exits. The file is put in place only when that JVM exited
+    cleanly, so no driver maps a half-written one. Best effort: without it drivers start as before."""
     archive = class_archive(cfg)
-    if archive is None or archive.is_file():
-        return archive
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    partial = archive.with_name(f"{archive.name}.{os.getpid()}.part")
+    if archive is None or own_cds_options(cfg) or (archive.is_file() and not again):
+        return archive if archive is not None and archive.is_file() else None
+    partial = archive.with_name(f"{archive.name}.{uuid.uuid4().hex}.part")
     options = f"{cfg.spark_driver_java_options.strip()} -XX:ArchiveClassesAtExit={partial}".strip()
-    env = dict(os.environ, ETL_SPARK_CLASS_ARCHIVE="false", ETL_SPARK_DRIVER_JAVA_OPTIONS=options,
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY_")}  # a driver of its own
+    env.update(ETL_SPARK_CLASS_ARCHIVE="false", ETL_SPARK_DRIVER_JAVA_OPTIONS=options,
                ETL_SPARK_JARS_DIR=cfg.spark_jars_dir, ETL_SPARK_JARS=cfg.spark_jars)
+    cause = ""
     try:
-        done = subprocess.run([sys.executable, "-m", "etl.io.spark", "--archive-driver"], env=env,
-                              capture_output=True, text=True, timeout=timeout)
-        failed = done.returncode != 0 or not partial.is_file() or partial.stat().st_size == 0
-        cause = (done.stderr or done.stdout).strip()[-2000:]
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        for stale in archive.parent.glob("*.part"):  # left by a set-up killed while its JVM wrote
+            if time.time() - stale.stat().st_mtime > 3600:
+                stale.unlink(missing_ok=True)
+        child = subprocess.Popen([sys.executable, "-m", "etl.io.spark", "--archive-driver"], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        try:
+            output, _ = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)  # its JVM too, before it writes anything
+            child.communicate()
+            raise
+        if child.returncode == 0 and partial.is_file() and partial.stat().st_size > 0:
+            os.replace(partial, archive)
+            return archive
+        cause = output.strip()[-2000:] or f"exit status {child.returncode}, no archive written"
     except (OSError, subprocess.TimeoutExpired) as exc:
-        failed, cause = True, str(exc)
-    if failed:
+        cause = str(exc)
+    finally:
         partial.unlink(missing_ok=True)
-        print(f"etl: no class-data archive for the driver ({cause or 'the JVM wrote none'}); drivers start "
-              f"without one", file=sys.stderr)
-        return None
-    os.replace(partial, archive)
-    return archive
+    print(f"etl: no class-data archive for the driver ({cause}); drivers start without one", file=sys.stderr)
+    return None
 
 
 def _archive_driver() -> None:
@@ -168,6 +179,9 @@ def _archive_driver() -> None:
 
     cfg = load_config()
     spark = build_spark_session(cfg.replace(spark_master="local[2]"), app_name="etl-class-archive")
+    gateway_process = spark.sparkContext._gateway.proc
+    if gateway_process is None:
+        sys.exit("etl: the archive's driver must start its own JVM (not under spark-submit)")
     with tempfile.TemporaryDirectory() as tmp:
         lines = Path(tmp) / "lines.jsonl"
         lines.write_text('{"k": "1", "v": 2.5}\n{"k": "2", "v": null}\n')
@@ -178,13 +192,12 @@ def _archive_driver() -> None:
         DeltaTable.forPath(spark, table).alias("t").merge(df.alias("s"), "t.k = s.k") \
             .whenMatchedUpdateAll().whenNotMatchedInsertAll().execute()
         spark.read.format("delta").load(table).where("v > 1").collect()
-    jvm = spark.sparkContext._gateway.proc
     spark.stop()
-    jvm.stdin.close()  # the gateway exits at the end of its input, writing the archive
-    sys.exit(jvm.wait(timeout=600))
+    gateway_process.stdin.close()  # the gateway exits at the end of its input, writing the archive
+    sys.exit(gateway_process.wait(timeout=600))
 
 
-def _prefetch() -> None:
+def _prefetch(again: bool = False) -> None:
     """Start and stop a session once so Spark downloads the Delta jars (recorded for every later
     driver), then write the driver's class-data archive."""
     print(f"java: {check_java()}")
@@ -194,11 +207,14 @@ def _prefetch() -> None:
     spark.range(1).count()
     spark.stop()
     started = time.monotonic()
-    archive = make_class_archive(cfg)
+    archive = make_class_archive(cfg, again=again)
     if archive is not None:
         print(f"driver class-data archive: {archive} ({time.monotonic() - started:.0f} s)")
     print("Spark with Delta is ready.")
 
 
 if __name__ == "__main__":
-    _archive_driver() if sys.argv[1:] == ["--archive-driver"] else _prefetch()
+    if sys.argv[1:] == ["--archive-driver"]:
+        _archive_driver()
+    else:
+        _prefetch(again="--class-archive-again" in sys.argv[1:])

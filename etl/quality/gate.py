@@ -174,24 +174,17 @@ def rebuild_context(cfg: EtlConfig, keep_history: bool = True) -> Path | None:
 
 
 def import_in_background() -> threading.Thread:
-    """Import Great Expectations on a thread of its own while Spark starts and the load runs: the
-    import alone takes about 7 s on 2 cores, which every `etl run` and `etl validate` paid before
-    validating (docs/decisions/gate-imported-while-spark-starts.md). The libraries that the driver's
-    own path imports too are imported first, on the caller's thread, so the two threads do not
-    import the same module at once; the gate's own ``import great_expectations`` waits for the
-    thread (the interpreter's per-module import lock) and an import that failed there fails again
-    where it is used, with its own error."""
-    import numpy  # noqa: F401
-    import pandas  # noqa: F401
-    import pyarrow  # noqa: F401
-
+    """Import Great Expectations (about 7 s on 2 cores) on a thread while the caller starts the
+    JVM, instead of in line before validating; the caller joins it once the session is built, so
+    the import overlaps only the JVM's start, where the main thread imports next to nothing. An
+    import that fails there fails again where the gate uses it, with its own error."""
     def load():
         try:
             import great_expectations  # noqa: F401
         except Exception:  # pragma: no cover - reported where the gate imports it
             pass
 
-    thread = threading.Thread(target=load, name="import-great-expectations", daemon=True)
+    thread = threading.Thread(target=load, name="import-great-expectations")
     thread.start()
     return thread
 

@@ -1,5 +1,7 @@
 from importlib import metadata
 
+import pytest
+
 from etl.core.config import EtlConfig, load_config
 from etl.core.spark_conf import DELTA_CATALOG, DELTA_EXTENSION, JVM_OUTPUT_TO_STDERR, delta_package, spark_conf
 
@@ -61,15 +63,25 @@ def test_jars_recorded_once_resolved_replace_the_resolution_of_every_later_drive
     assert spark_conf(cfg.replace(spark_jars="/opt/jars/a.jar, /opt/jars/b.jar"))["spark.jars"] == "/opt/jars/a.jar,/opt/jars/b.jar"
 
 
+def fake_jdk(root):
+    """A JDK's layout (bin/java, lib/server/libjvm.so): what the archive's key reads."""
+    (root / "bin").mkdir(parents=True)
+    (root / "lib" / "server").mkdir(parents=True)
+    (root / "bin" / "java").write_text("#!/bin/sh\n")
+    (root / "bin" / "java").chmod(0o755)
+    (root / "lib" / "server" / "libjvm.so").write_bytes(b"a build")
+    return root
+
+
 def test_drivers_map_the_class_archive_of_their_java_once_it_is_written(tmp_path, monkeypatch):
     """Set-up writes the archive (etl.io.spark.make_class_archive); every driver and spark-submit
-    maps it from then on. Another Java (or pyspark) is another file, never a stale one; a site's
-    own CDS options win; the setting turns it off."""
+    maps it from then on. Another Java, or the same one rebuilt in place, is another file: the JVM
+    would refuse a stale one without a word. A site's own CDS options win; the setting turns it off."""
     import os
-    import shutil
 
-    from etl.core.spark_conf import class_archive, java_binary
+    from etl.core.spark_conf import class_archive
 
+    monkeypatch.setenv("JAVA_HOME", str(fake_jdk(tmp_path / "jdk")))
     cfg = EtlConfig(spark_jars_dir=str(tmp_path / "jars"))
     archive = class_archive(cfg)
     assert archive.parent == tmp_path / "jars" / "class-archives" and archive.suffix == ".jsa"
@@ -84,12 +96,39 @@ def test_drivers_map_the_class_archive_of_their_java_once_it_is_written(tmp_path
     off = load_config(env={"ETL_SPARK_CLASS_ARCHIVE": "false", "ETL_SPARK_JARS_DIR": str(tmp_path / "jars")})
     assert class_archive(off) is None and "SharedArchiveFile" not in spark_conf(off)["spark.driver.extraJavaOptions"]
 
-    other = tmp_path / "jdk"  # another Java: the same layout, another build
-    (other / "bin").mkdir(parents=True)
-    (other / "lib" / "server").mkdir(parents=True)
-    shutil.copy(java_binary(), other / "bin" / "java")
-    (other / "lib" / "server" / "libjvm.so").write_bytes(b"another build")
-    monkeypatch.setenv("JAVA_HOME", str(other))
-    assert java_binary() == (other / "bin" / "java").resolve() and os.access(java_binary(), os.X_OK)
+    libjvm = tmp_path / "jdk" / "lib" / "server" / "libjvm.so"  # the same JDK, updated in place
+    os.utime(libjvm, ns=(libjvm.stat().st_atime_ns, libjvm.stat().st_mtime_ns + 10**9))
     assert class_archive(cfg) != archive
     assert "SharedArchiveFile" not in spark_conf(cfg)["spark.driver.extraJavaOptions"]
+    rebuilt = class_archive(cfg)
+    monkeypatch.setenv("JAVA_HOME", str(fake_jdk(tmp_path / "another-jdk")))  # another Java
+    assert class_archive(cfg) not in (archive, rebuilt)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    assert class_archive(cfg) is None and spark_conf(cfg)["spark.driver.extraJavaOptions"] == JVM_OUTPUT_TO_STDERR
+
+
+@pytest.mark.parametrize("exit_status, writes, installed", [(0, True, True), (3, True, False), (0, False, False)])
+def test_an_archive_is_put_in_place_only_when_its_driver_exited_cleanly(tmp_path, monkeypatch, capsys,
+                                                                         exit_status, writes, installed):
+    """The archive's driver is a child process whose JVM writes the archive as it exits: a driver
+    that failed (killed, out of memory, a failed job) leaves no archive, not even part of one, and
+    drivers go on starting without. The child here is a script in the driver's place that writes
+    where -XX:ArchiveClassesAtExit says and exits as told."""
+    from etl.core.spark_conf import archive_option, class_archive
+    from etl.io import spark as spark_module
+
+    monkeypatch.setenv("JAVA_HOME", str(fake_jdk(tmp_path / "jdk")))
+    child = tmp_path / "driver"
+    write = 'echo archive > "${ETL_SPARK_DRIVER_JAVA_OPTIONS##*ArchiveClassesAtExit=}"' if writes else ":"
+    child.write_text(f"#!/bin/sh\n{write}\necho the driver said this >&2\nexit {exit_status}\n")
+    child.chmod(0o755)
+    monkeypatch.setattr(spark_module.sys, "executable", str(child))
+    cfg = EtlConfig(spark_jars_dir=str(tmp_path / "jars"))
+    made = spark_module.make_class_archive(cfg, timeout=60)
+    assert [p.name for p in (tmp_path / "jars" / "class-archives").iterdir()] == ([class_archive(cfg).name] if installed else [])
+    if installed:
+        assert made == class_archive(cfg) and archive_option(cfg) == f"-XX:SharedArchiveFile={made}"
+    else:
+        assert made is None and archive_option(cfg) == ""
+        assert "no class-data archive for the driver" in capsys.readouterr().err

@@ -44,32 +44,18 @@ def test_the_session_factory_puts_the_driver_in_utc(spark):
 
 
 def test_the_session_s_driver_starts_from_the_class_archive_set_up_wrote(spark):
-    """`make setup` wrote the drivers' class-data archive (etl.io.spark.make_class_archive), and a
-    driver built by the session factory maps it: Spark's and Delta's classes come out of it instead
-    of being read from their jars (docs/decisions/class-data-archive.md)."""
+    """The drivers' class-data archive (written by `make setup`, or by the session fixture when a
+    JDK or venv changed since) is mapped by a driver the session factory builds: Spark's and
+    Delta's classes come out of it instead of their jars (docs/decisions/class-data-archive.md).
+    A stale archive, refused by the JVM without a word, fails here."""
     from pathlib import Path
 
     from etl.core.config import EtlConfig
     from etl.core.spark_conf import class_archive
 
-    assert class_archive(EtlConfig()).is_file(), "no class-data archive: run `python -m etl.io.spark` (make setup does)"
+    assert class_archive(EtlConfig()).is_file(), "no class-data archive: `python -m etl.io.spark` writes it"
     options = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions")
     assert f"-XX:SharedArchiveFile={class_archive(EtlConfig())}" in options
     log = Path(options.split("-Xlog:class+load=info:file=")[1].split()[0]).read_text()
     for name in ("org.apache.spark.SparkContext", "io.delta.sql.DeltaSparkSessionExtension"):
         assert f"{name} source: shared objects file (top)" in log, name
-
-
-@pytest.mark.e2e
-def test_an_archive_is_put_in_place_only_when_its_jvm_exited_cleanly(tmp_path, capsys):
-    """A driver that fails (here its JVM cannot start) leaves no archive, not even a part of one, and
-    drivers go on starting without: a half-written archive is never mapped."""
-    from etl.core.config import EtlConfig
-    from etl.core.spark_conf import archive_option, class_archive
-    from etl.io.spark import make_class_archive
-
-    cfg = EtlConfig(spark_jars_dir=str(tmp_path), spark_driver_java_options="-Xmx1k")
-    assert make_class_archive(cfg, timeout=300) is None
-    assert list((tmp_path / "class-archives").iterdir()) == [] and not class_archive(cfg).exists()
-    assert archive_option(cfg.replace(spark_driver_java_options="")) == ""
-    assert "no class-data archive for the driver" in capsys.readouterr().err

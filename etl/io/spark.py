@@ -137,8 +137,10 @@ def make_class_archive(cfg: EtlConfig, again: bool = False, timeout: float = 900
     writes the classes it loaded as it exits. The file is put in place only when that JVM exited
     cleanly, so no driver maps a half-written one. Best effort: without it drivers start as before."""
     archive = class_archive(cfg)
-    if archive is None or own_cds_options(cfg) or (archive.is_file() and not again):
-        return archive if archive is not None and archive.is_file() else None
+    if archive is None or own_cds_options(cfg):
+        return None  # off, no Java, or the site's own CDS options: drivers map no archive of ours
+    if archive.is_file() and not again:
+        return archive
     partial = archive.with_name(f"{archive.name}.{uuid.uuid4().hex}.part")
     options = f"{cfg.spark_driver_java_options.strip()} -XX:ArchiveClassesAtExit={partial}".strip()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY_")}  # a driver of its own

@@ -132,3 +132,17 @@ def test_an_archive_is_put_in_place_only_when_its_driver_exited_cleanly(tmp_path
     else:
         assert made is None and archive_option(cfg) == ""
         assert "no class-data archive for the driver" in capsys.readouterr().err
+
+
+def test_no_archive_is_written_for_a_site_with_its_own_cds_options(tmp_path, monkeypatch):
+    """A site's own -Xshare or -XX:SharedArchiveFile wins: drivers map no archive of ours, so
+    set-up spends no minute and no 190 MB on one, even when one exists already."""
+    from etl.core.spark_conf import class_archive
+    from etl.io.spark import make_class_archive
+
+    monkeypatch.setenv("JAVA_HOME", str(fake_jdk(tmp_path / "jdk")))
+    cfg = EtlConfig(spark_jars_dir=str(tmp_path / "jars"), spark_driver_java_options="-Xshare:off")
+    assert make_class_archive(cfg) is None and not (tmp_path / "jars").exists()
+    class_archive(cfg).parent.mkdir(parents=True)
+    class_archive(cfg).write_bytes(b"archive")
+    assert make_class_archive(cfg) is None

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from benchmarks.measures import scratch_spark
 from etl.io.tables import DELETION_VECTORS
-from etl.load.apply import CUSTOMER_CURRENT_MERGE_CONDITION
+from etl.io.delta_merges import CUSTOMER_CURRENT_MERGE_CONDITION
 from warehouse.schemas import CUSTOMER_CURRENT
 
 AUTO_COMPACT = "delta.autoOptimize.autoCompact"  # measured here, not set by the product (docs/benchmark.md)

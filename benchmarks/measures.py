@@ -17,7 +17,7 @@ from etl.ingest import row_hash
 from etl.io.layout_store import load_layout
 from etl.io.sequence_store import check_sequence_definition
 from etl.io.spark import build_spark_session
-from etl.io.tables import append, ensure_tables, read, row_frame
+from etl.io.tables import append, ensure_tables, open_tables, read, row_frame
 from etl.load.results import FLUSH_STEP
 from etl.transforms.layout import segment_column
 from etl.transforms.outcomes import with_natural_keys
@@ -52,7 +52,7 @@ def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float
     present with probability ``presence`` (a fixed hash, so every run seeds the same rows) with
     the generator's ``initial_content``, so the stream's "unchanged" updates are duplicates here
     too. Returns the rows seeded."""
-    check_sequence_definition(cfg)  # written by hand, ordered as the entity's loads order them
+    check_sequence_definition(cfg, open_tables(spark, cfg))  # written by hand, ordered as the entity's loads order them
     ensure_tables(spark, cfg)
     seg = segment_column(load_layout(cfg, "range"))
     n = F.col("id")

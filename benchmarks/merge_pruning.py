@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from benchmarks.measures import scratch_spark
-from etl.load.apply import key_map_merge_condition
+from etl.io.delta_merges import key_map_merge_condition
 
 KEYS_ONLY = "t.source_id = s.source_id AND t.natural_key = s.natural_key"
 

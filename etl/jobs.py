@@ -36,7 +36,7 @@ from etl.io.runs import (
     scan_sources,
 )
 from etl.io.sequence_store import check_sequence_definition
-from etl.io.tables import ensure_tables, read, replace_where
+from etl.io.tables import ensure_tables, open_tables, read
 from etl.load.loader import Loader
 from etl.quality.gate import run_load_gate
 
@@ -77,7 +77,7 @@ def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
     started loading and its landing files changed since (docs/ingest.md)."""
     scan = scan_sources(cfg, interval.start, interval.end)
     check_broker(spark, cfg)
-    check_sequence_definition(cfg)
+    check_sequence_definition(cfg, open_tables(spark, cfg))
     ensure_tables(spark, cfg)
     known = known_runs(spark, cfg)
     check_no_overlap(spark, cfg, interval, known)
@@ -125,11 +125,12 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         files = checked.where(F.col("kind") == "file")
         if kafka.recorded:
             _check_recorded(interval, kafka.recorded, files)
-        replace_where(to_ingested(valid, interval, cfg.micro_batch_seconds, cfg.entity_model), cfg, "ingested_updates", updates_where)
+        tables = open_tables(spark, cfg)
+        tables.replace_where(to_ingested(valid, interval, cfg.micro_batch_seconds, cfg.entity_model), "ingested_updates", updates_where)
         crash_point("ingest.ingested_written")
-        replace_where(to_rejected(rejected, interval), cfg, "rejected_updates", rejected_where)
+        tables.replace_where(to_rejected(rejected, interval), "rejected_updates", rejected_where)
         crash_point("ingest.rejected_written")
-        replace_where(to_landed_files(files, interval), cfg, "landed_files", files_where)
+        tables.replace_where(to_landed_files(files, interval), "landed_files", files_where)
         reasons = Counter({r[0]: r[1] for r in rejected.groupBy("reject_reason").count().collect()})
         totals = files.agg(F.sum("file_lines"), F.sum("file_blank_lines")).first()
     finally:
@@ -184,7 +185,7 @@ def ingest_minutes(spark, cfg: EtlConfig, interval: Interval, start, end) -> dic
     if not (is_window_boundary(interval, mbs, start) and is_window_boundary(interval, mbs, end)):
         raise ValueError(f"[{start}, {end}) splits an arrival window of run {interval.run_key}")
     scan = scan_sources(cfg, start, end)
-    check_sequence_definition(cfg)
+    check_sequence_definition(cfg, open_tables(spark, cfg))
     kafka = plan_ranges(spark, cfg, interval, start, end)
     run = f"run_key = '{interval.run_key}'"
     lo, hi = windows_before(interval, mbs, start), windows_before(interval, mbs, end)
@@ -246,15 +247,16 @@ def late_lines(spark, cfg: EtlConfig, interval: Interval, move_to=None) -> dict:
 
 def discard(spark, cfg: EtlConfig, interval: Interval) -> dict:
     """Drop the ingest of a run that has not started loading (an interval ingested by mistake)."""
-    ensure_tables(spark, cfg)
+    tables = open_tables(spark, cfg)
+    tables.ensure()
     with LoadLock(cfg.meta_path, f"discard of {interval.run_key}", cfg.lock_stale_seconds):
         if has_started(spark, cfg, interval.run_key):
             raise RunAlreadyLoaded(f"run {interval.run_key} has started loading; its ingest cannot be discarded")
         dropped = {}
         for table in ("ingested_updates", "rejected_updates", "landed_files"):
-            rows = read(spark, cfg, table).where(f"run_key = '{interval.run_key}'").count()
+            rows = tables.read(table).where(f"run_key = '{interval.run_key}'").count()
             if rows:
-                spark.sql(f"DELETE FROM delta.`{cfg.table_path(table)}` WHERE run_key = '{interval.run_key}'")
+                tables.delete_where(table, f"run_key = '{interval.run_key}'")
             dropped[table] = rows
     for stage in ("ingest", "load", "validate"):
         (cfg.runs_path / interval.run_key / f"{stage}.json").unlink(missing_ok=True)

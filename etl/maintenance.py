@@ -22,9 +22,9 @@ from etl.core.config import ConfigError, EtlConfig
 from etl.core.layout import HashLayout, SlotArray, needs_refinement, plan_rebalance
 from etl.io.layout_store import PENDING, load_layout, settle_pending_layout, write_layout
 from etl.io.lock import LoadLock
-from etl.io.tables import ensure_tables, read
+from etl.io.tables import ensure_tables, open_tables, read
 from etl.transforms.layout import segment_column, slot_column
-from warehouse.schemas import KEY_MAP, tables
+from warehouse.schemas import tables
 
 log = logging.getLogger(__name__)
 STEPS = ("rebalance", "optimize", "vacuum")
@@ -89,13 +89,7 @@ def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8) -> dict:
     ).count()
     write_layout(cfg, plan.layout, PENDING)
     predicate = f"segment_id IN ({', '.join(str(s) for s in touched)})"
-    (
-        moved.select(KEY_MAP.fieldNames())
-        .write.format("delta")
-        .mode("overwrite")
-        .option("replaceWhere", predicate)
-        .save(cfg.table_path("key_map"))
-    )
+    open_tables(spark, cfg).replace_where(moved, "key_map", predicate)
     settle_pending_layout(spark, cfg)
     log.info("rebalanced key_map: %s", result)
     return result
@@ -124,13 +118,7 @@ def relayout(spark, cfg: EtlConfig) -> dict:
     km = read(spark, cfg, "key_map")
     rows = km.count()
     write_layout(cfg, layout, PENDING)
-    (
-        km.withColumn("segment_id", seg(F.col("source_id"), F.col("natural_key")))
-        .select(KEY_MAP.fieldNames())
-        .write.format("delta")
-        .mode("overwrite")
-        .save(cfg.table_path("key_map"))
-    )
+    open_tables(spark, cfg).replace_where(km.withColumn("segment_id", seg(F.col("source_id"), F.col("natural_key"))), "key_map", "true")
     settle_pending_layout(spark, cfg)
     result = {"step": "relayout", "from": current.kind, "to": wanted, "rows": rows, "segments": len(set(layout.segments))}
     if wanted == "range":

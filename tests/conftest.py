@@ -1,7 +1,8 @@
 """One session-scoped Spark (local[2], few shuffle partitions, UI off); every test gets its own
 warehouse, landing zone and GX root under tmp_path. A Spark test's warehouse starts with its
 (empty) tables, copied from a template made once per session: creating eight Delta tables
-takes seconds, a copy milliseconds. A test of table creation itself is marked ``no_tables``."""
+takes seconds, a copy milliseconds. A test of table creation itself is marked ``no_tables``; a protocol test where Delta is not
+the claim is marked ``memory_tables`` and its tables live in this process's memory."""
 
 from __future__ import annotations
 
@@ -63,9 +64,21 @@ def cfg(request, tmp_path: Path) -> EtlConfig:
         key_domain=2000,
         n_part=8,
     )
+    in_memory = request.node.get_closest_marker("memory_tables") is not None
+    if in_memory:
+        config = config.replace(table_store="memory")
     if "spark" in request.fixturenames and not request.node.get_closest_marker("no_tables"):
-        shutil.copytree(request.getfixturevalue("empty_warehouse"), config.warehouse_path)
-    return config
+        if in_memory:
+            from etl.io.tables import open_tables
+
+            open_tables(request.getfixturevalue("spark"), config).ensure()
+        else:
+            shutil.copytree(request.getfixturevalue("empty_warehouse"), config.warehouse_path)
+    yield config
+    if in_memory:
+        from etl.io import memory_tables
+
+        memory_tables.forget_under(str(tmp_path))
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.core.oracle import decide, entity_rows
+from etl.io import memory_tables
 from etl.io.landing import landing_file
 from etl.io.tables import read
 from etl.transforms.outcomes import INFER, with_natural_keys
@@ -209,7 +210,9 @@ def seeded_warehouses(spark, cfg: EtlConfig, root: Path, layouts, strategies=())
 def copy_of(seed: EtlConfig, tmp_path, name: str) -> EtlConfig:
     """A copy of the warehouse of ``seed`` under ``tmp_path/name``, with its own runs."""
     copy = seed.replace(warehouse_root=str(tmp_path / name / "warehouse"), runs_root=str(tmp_path / name / "runs"))
-    shutil.copytree(seed.warehouse_path, copy.warehouse_path)
+    shutil.copytree(seed.warehouse_path, copy.warehouse_path)  # the meta files, and a Delta warehouse's tables
+    if seed.table_store == "memory":
+        memory_tables.copy(seed, copy)
     return copy
 
 

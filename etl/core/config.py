@@ -20,6 +20,7 @@ from etl.core.model import Entity, Model, check_source_names, load_model, parse_
 
 ENV_PREFIX = "ETL_"
 DELETION_VECTOR_MODES = ("auto", "on", "off")
+TABLE_STORES = ("delta", "memory")
 _OLD_DELETION_VECTORS = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}
 CONFIG_FILE_ENV = "ETL_CONFIG"
 
@@ -109,7 +110,10 @@ class EtlConfig:
     # fewer Spark jobs: docs/decisions/deletion-vectors.md).
     deletion_vectors: str = "auto"
     deletion_vectors_from_bytes: int = 32 << 20
-    vacuum_retention_hours: int = 168  # Delta's safe default; shorter breaks readers of old versions
+    vacuum_retention_hours: int = 168
+    # Where the tables live: "delta" (the warehouse), or "memory": this process's memory, for tests
+    # of the load protocol where Delta is not the claim (etl.io.memory_tables; the CLI refuses it).
+    table_store: str = "delta"  # Delta's safe default; shorter breaks readers of old versions
 
     # --- the papers' parameters (papers/004 Table 6.1/6.2), one name everywhere ---
     n_invoke: int = 3000  # wait-buffer tuples of one segment that trigger its disk probe
@@ -265,6 +269,7 @@ def _validate(cfg: EtlConfig) -> None:
         "dimension_poke_seconds",
     ):
         need(getattr(cfg, name) > 0, name, "must be a positive number")
+    need(cfg.table_store in TABLE_STORES, "table_store", f"must be one of {', '.join(TABLE_STORES)}")
     need(cfg.deletion_vectors in DELETION_VECTOR_MODES, "deletion_vectors", f"must be one of {', '.join(DELETION_VECTOR_MODES)}")
     need(cfg.report_slide_seconds <= cfg.report_window_seconds, "report_slide_seconds", "must not exceed report_window_seconds")
     need(cfg.vacuum_retention_hours >= 168, "vacuum_retention_hours", "must be >= 168 (7 days): shorter retention can delete files a reader or a retried task still needs")

@@ -208,6 +208,9 @@ def config_from_args(args: argparse.Namespace) -> EtlConfig:
         k, v = item.split("=", 1)
         overrides[k.strip()] = v.strip()
     cfg = load_config(args.config, overrides=overrides)
+    if cfg.table_store != "delta":
+        raise ConfigError(f"setting 'table_store' = {cfg.table_store!r}: a command's tables would live only as long as its "
+                          "process (it is for tests of the load protocol); the command line writes the Delta warehouse")
     if getattr(args, "strategy_settings", "").strip():
         given = _json_object(args.strategy_settings, "--strategy-settings")
         cfg = cfg.replace(**strategy_settings(cfg.join_strategy, given))
@@ -354,10 +357,11 @@ def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> 
 
     if args.command == "init":
         from etl.io.sequence_store import check_sequence_definition
-        from etl.io.tables import ensure_tables
+        from etl.io.tables import open_tables
 
-        check_sequence_definition(cfg, adopt=True)  # this model's order of versions is the warehouse's
-        created = ensure_tables(spark, cfg)
+        tables = open_tables(spark, cfg)
+        check_sequence_definition(cfg, tables, adopt=True)  # this model's order of versions is the warehouse's
+        created = tables.ensure()
         print(f"created: {', '.join(created) or 'nothing (all tables exist)'} under {cfg.warehouse_uri}")
         return 0
     if args.command == "stream":

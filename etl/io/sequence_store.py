@@ -9,7 +9,6 @@ its own definition. ``*`` stands for any source the model does not name."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.model import sequence_definition
@@ -18,15 +17,15 @@ from etl.io.files import write_json
 SEQUENCE_FILE = "sequence.json"  # under meta_root
 
 
-def check_sequence_definition(cfg: EtlConfig, adopt: bool = False) -> None:
+def check_sequence_definition(cfg: EtlConfig, tables, adopt: bool = False) -> None:
     """Refuse a definition other than the recorded one for a source both name; record it (with any
     new sources) otherwise. A warehouse with loaded keys and no record (made by a version before
-    the record) is refused unless ``adopt`` (``etl init``: the operator says this model loaded it)."""
+    the record; ``tables.holds_keys()``) is refused unless ``adopt`` (``etl init``: the operator says this model loaded it)."""
     entity = cfg.entity_model
     now = sequence_definition(entity)
     path = cfg.meta_path / SEQUENCE_FILE
     if not path.exists():
-        if not adopt and _has_keys(cfg):
+        if not adopt and tables.holds_keys():
             raise ConfigError(
                 f"model file {cfg.model.path!r}, entity {entity.name!r}: this warehouse holds keys but no record of how "
                 f"their versions are ordered ({path}; made by an older version). If this model orders them as they "
@@ -52,10 +51,3 @@ def check_sequence_definition(cfg: EtlConfig, adopt: bool = False) -> None:
     if merged != recorded:
         write_json(path, merged)
 
-
-def _has_keys(cfg: EtlConfig) -> bool:
-    """Whether ``key_map`` holds data files (a local warehouse; an object store's is not listed)."""
-    if cfg.warehouse_on_object_store:
-        return False
-    table = Path(cfg.table_path("key_map"))
-    return table.is_dir() and any(table.rglob("*.parquet"))

@@ -104,7 +104,7 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
         for noisy in (
             "org.apache.spark.sql.execution.window.WindowExec",  # single-partition numbering, by design
             "org.apache.spark.rdd.MapPartitionsRDD",  # "locally checkpointed" notes on every step
-            # The MERGE sources' broadcast hint (etl.load.apply) also reaches Delta's outer join,
+            # The MERGE sources' broadcast hint (etl.io.delta_merges) also reaches Delta's outer join,
             # where the source is the kept side and cannot be broadcast: a warning every MERGE.
             "org.apache.spark.sql.catalyst.analysis.HintErrorLogger",
         ):

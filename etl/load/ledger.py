@@ -9,9 +9,8 @@ from datetime import datetime, timezone
 
 from pyspark.sql import functions as F
 
-from etl.core.config import EtlConfig
 from etl.core.faults import crash_point
-from etl.io.tables import append, literal_row, read, row_frame
+from etl.io.table_base import literal_row, row_frame
 from etl.strategies import JoinStats
 from warehouse.schemas import schemas
 
@@ -19,9 +18,10 @@ from warehouse.schemas import schemas
 class Ledger:
     """The ledger as one loader sees it while it holds the load lock."""
 
-    def __init__(self, spark, cfg: EtlConfig) -> None:
-        self.spark = spark
-        self.cfg = cfg
+    def __init__(self, tables) -> None:
+        self.tables = tables
+        self.spark = tables.spark
+        self.cfg = tables.cfg
         self._state: tuple[int, int] | None = None
 
     def forget(self) -> None:
@@ -30,7 +30,7 @@ class Ledger:
 
     def table(self):
         """The ledger's rows without their outcomes (``outcome_log`` reads those)."""
-        return read(self.spark, self.cfg, "batch_ledger").drop("outcomes")
+        return self.tables.read("batch_ledger").drop("outcomes")
 
     def state(self) -> tuple[int, int]:
         """(last committed batch_seq, next surrogate key). Read once per load, then advanced by each
@@ -90,6 +90,6 @@ class Ledger:
             # joining a one-row frame to the aggregate took two. Sorted by update_id: the same
             # batch is stored the same way, whoever logs it.
             frame = outcomes.agg(*literal_row("batch_ledger", row, self.cfg.entity_model, outcomes=F.array_sort(F.collect_list(logged))))
-        append(frame, self.cfg, "batch_ledger")
+        self.tables.append(frame, "batch_ledger")
         self._state = (max(self.state()[0], step.batch_seq), next_key)  # a step with no batch keeps the last
         crash_point("load.logged")

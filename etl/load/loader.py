@@ -23,7 +23,6 @@ import logging
 import time
 from contextlib import contextmanager
 
-from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from etl.core import registry
@@ -39,8 +38,8 @@ from etl.io.lock import LoadLock, WarehouseLocked
 from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, run_owner
 from etl.io.sequence_store import check_sequence_definition
 from etl.io.spark import sql_settings
-from etl.io.tables import ensure_tables, read, settle_deletion_vectors
-from etl.load.apply import arrivals_at, delta_table, merge_current, merge_history, merge_key_map, summarise_outcomes
+from etl.io.tables import open_tables
+from etl.load.apply import arrivals_at, summarise_outcomes
 from etl.load.ledger import Ledger
 from etl.load.references import References
 from etl.load.results import (
@@ -66,11 +65,12 @@ class Loader:
     (settling a rebalance cut short, the layout, the strategy) is read under the load lock, so a
     maintenance step holding the lock never has its staged layout changed under it."""
 
-    def __init__(self, spark, cfg: EtlConfig, strategy_name: str | None = None) -> None:
+    def __init__(self, spark, cfg: EtlConfig, strategy_name: str | None = None, tables=None) -> None:
         self.spark = spark
         self.cfg = cfg
+        self.tables = tables or open_tables(spark, cfg)
         self.spec = registry.spec(strategy_name or cfg.join_strategy)
-        self.ledger = Ledger(spark, cfg)
+        self.ledger = Ledger(self.tables)
         # Settled under the lock (``_prepare``): a maintenance step may be changing them until then.
         self.layout = self.segment_of = self.strategy = None
         self._lock = None
@@ -92,11 +92,11 @@ class Loader:
         self._open_run = None  # set again only by a step call that ends with the run still open
         if self._continuing:
             return
-        for name in settle_deletion_vectors(self.spark, self.cfg):
+        for name in self.tables.settle_deletion_vectors():
             log.info("%s holds %s bytes or more: its MERGEs use deletion vectors from now on", name, self.cfg.deletion_vectors_from_bytes)
         self.layout = layout
         self.segment_of = segment_column(self.layout)
-        self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout)
+        self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout, self.tables)
 
     # ------------------------------------------------------------------ serving a fact's references
 
@@ -107,9 +107,9 @@ class Loader:
         a rebalance cut short, and recovers a batch a crash left unapplied (any writer's: the
         dimension's own loads, or another fact's), as every load does first."""
         deadline = time.monotonic() + wait_s
-        check_sequence_definition(self.cfg)
+        check_sequence_definition(self.cfg, self.tables)
         if self.strategy is None:
-            ensure_tables(self.spark, self.cfg)
+            self.tables.ensure()
         while True:
             try:
                 lock = LoadLock(self.cfg.meta_path, owner, self.cfg.lock_stale_seconds).__enter__()
@@ -125,7 +125,7 @@ class Loader:
             layout = load_layout(self.cfg, self.spec.new_layout)
             if self.strategy is None or layout != self.layout:
                 self.layout, self.segment_of = layout, segment_column(layout)
-                self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout)
+                self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout, self.tables)
             self.recover()
             yield self
         finally:
@@ -154,7 +154,7 @@ class Loader:
         last = self.ledger.last_batch()
         if last is not None and not self._applied(last):
             log.warning("recovering batch %s (run %s, batch %s) from the log", last["batch_seq"], last["run_key"], last["batch_index"])
-            logged = read(self.spark, self.cfg, "outcome_log").where(F.col("batch_seq") == last["batch_seq"]).cache()
+            logged = self.tables.read("outcome_log").where(F.col("batch_seq") == last["batch_seq"]).cache()
             try:
                 self._apply(logged)
             finally:
@@ -174,22 +174,22 @@ class Loader:
         if not last["updates_in"]:
             return True
         table = self.cfg.entity_model.table if (last["matched"] or 0) + (last["new"] or 0) else "key_map"
-        return bool(read(self.spark, self.cfg, table).where(F.col("updated_batch_seq") == seq).limit(1).count())
+        return bool(self.tables.read(table).where(F.col("updated_batch_seq") == seq).limit(1).count())
 
     def _older_pending(self) -> list:
         """Batches in an older version's ``outcome_log`` table but not in the ledger (that version
         appended the ledger row after applying)."""
-        path = self.cfg.table_path("outcome_log")
-        if not DeltaTable.isDeltaTable(self.spark, path):
+        older = self.tables.stored("outcome_log")
+        if older is None:
             return []
         last_seq = self.ledger.state()[0]
-        return (self.spark.read.format("delta").load(path).where(F.col("batch_seq") > last_seq)
+        return (older.where(F.col("batch_seq") > last_seq)
                 .select("run_key", "batch_index", "batch_seq").distinct().orderBy("batch_seq").collect())
 
     def _recover_older(self, row) -> BatchResult:
         log.warning("recovering batch %s (run %s, batch %s) from an older outcome_log", row.batch_seq, row.run_key, row.batch_index)
         owner = run_owner(self.spark, self.cfg, row.run_key, self.layout.kind) or self.strategy.name
-        logged = (self.spark.read.format("delta").load(self.cfg.table_path("outcome_log"))
+        logged = (self.tables.stored("outcome_log")
                   .where(f"run_key = '{row.run_key}' AND batch_seq = {row.batch_seq}").cache())
         try:
             summary = summarise_outcomes(logged)
@@ -219,8 +219,8 @@ class Loader:
         return self._locked(interval, lambda: self._load(interval, progress, closed_windows))
 
     def _locked(self, interval: Interval, body) -> LoadResult:
-        check_sequence_definition(self.cfg)
-        ensure_tables(self.spark, self.cfg)
+        check_sequence_definition(self.cfg, self.tables)
+        self.tables.ensure()
         with LoadLock(self.cfg.meta_path, f"load of {interval.run_key}", self.cfg.lock_stale_seconds) as lock:
             self._lock = lock
             self.ledger.forget()  # others may have loaded since this loader last held the lock
@@ -240,7 +240,7 @@ class Loader:
             owner = check_owner(self.spark, self.cfg, interval.run_key, self.strategy.name, self.layout.kind)
             result.recovered_batches = len(self.recover())
             check_no_overlap(self.spark, self.cfg, interval)
-        ingested = read(self.spark, self.cfg, "ingested_updates").where(f"run_key = '{interval.run_key}'")
+        ingested = self.tables.read("ingested_updates").where(f"run_key = '{interval.run_key}'")
         ingested, indexes, sizes = self._plan(interval, ingested, progress, None if final else closed_windows)
         ledger_rows = self.ledger.rows(interval.run_key)
         done = {r["batch_index"] for r in ledger_rows}
@@ -282,7 +282,7 @@ class Loader:
         if owner is None or owner == self.strategy.name:
             return self.strategy
         try:
-            return get_strategy(owner, self.spark, self.cfg, self.layout)
+            return get_strategy(owner, self.spark, self.cfg, self.layout, self.tables)
         except ConfigError:  # the warehouse has been laid out for another strategy since
             return self.strategy
 
@@ -362,16 +362,15 @@ class Loader:
         local checkpoint): both MERGEs, each idempotent."""
         with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
             changes = key_map_changes(outcomes, self.segment_of).cache()
-            merge_key_map(delta_table(self.spark, self.cfg, "key_map"), changes, segments)
+            self.tables.merge_key_map(changes, segments)
             crash_point("load.key_map_merged")
             self.strategy.keys_committed(changes, new_keys)
             changes.unpersist()
 
             entity = self.cfg.entity_model
-            target = delta_table(self.spark, self.cfg, entity.table)
             if entity.history == "history":
-                opened = read(self.spark, self.cfg, entity.table).where(F.col("is_current"))
-                merge_history(target, history_changes(outcomes, opened, entity), entity)
+                opened = self.tables.read(entity.table).where(F.col("is_current"))
+                self.tables.merge_history(history_changes(outcomes, opened, entity))
             else:
-                merge_current(target, current_state_rows(outcomes, entity), held=held, entity=entity)
+                self.tables.merge_current(current_state_rows(outcomes, entity), held=held)
             crash_point("load.current_merged")

@@ -22,7 +22,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
-from etl.io.tables import ensure_tables, read
 from etl.transforms.references import inferred_run_key, inferred_updates, probes, with_references
 
 log = logging.getLogger(__name__)
@@ -79,7 +78,7 @@ class References:
         (no lock, nothing inferred): a restarted strategy's replay of batches committed already,
         whose keys all exist (they were resolved before their commit, and keys are never removed)."""
         for d in self.dimensions.values():
-            ensure_tables(self.spark, d.cfg)
-        found = {n: read(self.spark, d.cfg, "key_map").select("source_id", "natural_key", F.col("surrogate_key").alias("km_surrogate_key"))
+            d.tables.ensure()
+        found = {n: d.tables.read("key_map").select("source_id", "natural_key", F.col("surrogate_key").alias("km_surrogate_key"))
                  for n, d in self.dimensions.items()}
         return with_references(ingested, self.fact, found)

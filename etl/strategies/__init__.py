@@ -7,10 +7,11 @@ from etl.core import registry
 from etl.strategies.base import JoinStats, JoinStrategy
 
 
-def get_strategy(name: str, spark, cfg, layout) -> JoinStrategy:
+def get_strategy(name: str, spark, cfg, layout, tables=None) -> JoinStrategy:
+    """Strategy ``name`` over ``layout``, reading ``tables`` (default: the handle the settings name)."""
     spec = registry.spec(name)
     registry.check_layout(name, layout.kind)
-    return spec.mechanism_class()(spark, cfg, layout, **spec.options)
+    return spec.mechanism_class()(spark, cfg, layout, tables=tables, **spec.options)
 
 
 __all__ = ["JoinStats", "JoinStrategy", "get_strategy"]

@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from etl.core.faults import crash_point
 from etl.io.files import write_json
-from etl.io.tables import read, table_bytes
+from etl.io.tables import open_tables
 
 KM_COLUMNS = ("km_surrogate_key", "km_row_hash", "km_last_source_seq")
 KEY = ["source_id", "natural_key"]
@@ -57,15 +57,16 @@ class JoinStats:
 class JoinStrategy(ABC):
     name: str = "abstract"
 
-    def __init__(self, spark, cfg, layout) -> None:
+    def __init__(self, spark, cfg, layout, tables=None) -> None:
         self.spark = spark
         self.cfg = cfg
+        self.tables = tables or open_tables(spark, cfg)
         self.layout = layout
         self.update_columns = update_columns(cfg.entity_model)
         self.lookup_stats = JoinStats()
 
     def key_map(self):
-        return read(self.spark, self.cfg, "key_map")
+        return self.tables.read("key_map")
 
     def lookup_columns(self, key_map):
         """``key_map`` narrowed to the join key and the ``km_*`` columns."""
@@ -83,7 +84,7 @@ class JoinStrategy(ABC):
         columns, null where the key is not in ``key_map``. The baseline, and MESHJOIN (one whole
         cycle of the disk-resident relation answers every queued tuple), read all of ``key_map``.
         What it read is ``lookup_stats``."""
-        self.lookup_stats = JoinStats(keymap_bytes_read=table_bytes(self.spark, self.cfg, "key_map"))
+        self.lookup_stats = JoinStats(keymap_bytes_read=self.tables.bytes("key_map"))
         return probes.join(self.lookup_columns(self.key_map()), KEY, "left")
 
     def _snapshot_path(self):

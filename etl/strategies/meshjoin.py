@@ -26,7 +26,6 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from etl.core.mesh_policy import MeshSchedule, disk_segment_count, disk_segment_of, group_boundaries
-from etl.io.tables import table_bytes
 from etl.strategies.base import KEY, KM_COLUMNS, JoinStats, JoinStrategy, new_keys_by_segment
 
 KM = list(KM_COLUMNS)
@@ -35,8 +34,8 @@ KM = list(KM_COLUMNS)
 class MeshJoin(JoinStrategy):
     name = "meshjoin"
 
-    def __init__(self, spark, cfg, layout) -> None:
-        super().__init__(spark, cfg, layout)
+    def __init__(self, spark, cfg, layout, tables=None) -> None:
+        super().__init__(spark, cfg, layout, tables)
         self.schedule = MeshSchedule(1)
         self.boundaries: list[int] = []
         self.sizes: dict[int, int] = {}  # disk segment -> key_map rows
@@ -90,7 +89,7 @@ class MeshJoin(JoinStrategy):
         def layout_now() -> dict:
             # Rows per partition from the partition column alone (answered from Parquet footers).
             rows = {int(r["segment_id"]): int(r["count"]) for r in self.key_map().groupBy("segment_id").count().collect()}
-            total_bytes = table_bytes(self.spark, self.cfg, "key_map")
+            total_bytes = self.tables.bytes("key_map")
             ids = sorted(set(self.layout.segments) | set(rows))
             k = disk_segment_count(self.cfg.k, self.cfg.d, total_bytes, len(ids))
             bounds = group_boundaries(ids, rows, k)

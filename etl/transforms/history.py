@@ -17,10 +17,10 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from etl.core.model import Entity
+from etl.core.row_merges import CLOSE, VERSION
 from etl.transforms.outcomes import INFER
 
-VERSION = "version"  # a row to insert
-CLOSE = "close"  # closes the key's open version where the batch's first version starts
+__all__ = ["CLOSE", "VERSION", "history_changes", "history_validity"]
 
 
 def history_changes(outcomes: DataFrame, open_versions: DataFrame, entity: Entity) -> DataFrame:

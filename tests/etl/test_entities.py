@@ -6,7 +6,9 @@ and passes the entity's GX gate (docs/model.md).
 Pairwise, not the cross product: the hardest shape (a composite key with history) goes through
 all four strategies; every other shape through ``native`` and one other strategy, so that each
 strategy meets at least two shapes and each shape two strategies (tests/etl/strategies/ holds
-each strategy's own claims on the shared seeded warehouse)."""
+each strategy's own claims on the shared seeded warehouse). The tables live in the test process's
+memory (``table_store = memory``): the claims are the loads' and the entity's, not Delta's, which
+tests/etl/strategies/test_contract.py and tests/etl/io/ hold on Delta."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from etl.core import registry
 from etl.core.config import EtlConfig
 from etl.core.model import load_model
 from etl.generator import StreamSpec, generate_stream
+from etl.io import memory_tables
 from etl.io.tables import read
 from etl.quality.gate import run_load_gate
 from etl.quality.report import build_report
@@ -59,7 +62,7 @@ def entity_config(root, model, entity: str) -> EtlConfig:
     base = EtlConfig(
         warehouse_root=str(root / "warehouse"), landing_root=str(root / "landing"), gx_root=str(root / "gx"),
         runs_root=str(root / "runs"), reports_root=str(root / "reports"), spark_master="local[2]",
-        spark_shuffle_partitions=2, model_file=str(model), **SEEDED_SETTINGS,
+        spark_shuffle_partitions=2, model_file=str(model), table_store="memory", **SEEDED_SETTINGS,
     )
     return base.for_entity(entity)
 
@@ -80,9 +83,7 @@ def loaded(request, spark, tmp_path_factory):
                                p=0.6, q=0.1, r=0.25, s=0.05), cfg.landing_path, entity=entity)
     _, out = seeded_warehouses(spark, cfg, root, (), strategies)
     yield out
-    # Several warehouses per case: let the shared session forget their tables' cached logs.
-    spark.catalog.clearCache()
-    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    memory_tables.forget_under(str(root))
 
 
 def test_every_strategy_loads_the_entity_as_the_reference_does(spark, loaded):

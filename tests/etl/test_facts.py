@@ -3,7 +3,8 @@ dimension (customer, by the fact line's source) and a current one with a composi
 by a fixed source). Its references get the dimensions' keys through every join strategy; keys a
 fact names first are inferred members, filled later by the dimension without changing their keys;
 the final tables are the same whichever order the streams are loaded in, and equal the reference
-(``etl.core.oracle`` extended to facts)."""
+(``etl.core.oracle`` extended to facts). The loads' tables live in the test process's memory
+(``table_store = memory``); the fact load killed at its commit points runs on Delta."""
 
 from __future__ import annotations
 
@@ -13,14 +14,15 @@ import signal
 from datetime import timedelta
 
 import pytest
-from delta.tables import DeltaTable
+from pyspark.sql import functions as F
 
 from etl import jobs
 from etl.core.config import EtlConfig
 from etl.core.model import load_model
 from etl.core.oracle import decide, entity_rows, inferred_rows, reference_key
+from etl.io import memory_tables
 from etl.io.landing import landing_file
-from etl.io.tables import read
+from etl.io.tables import open_tables, read
 from etl.quality.gate import run_load_gate
 from etl.quality.report import build_report
 from etl.transforms.references import versions_at_event_time
@@ -82,11 +84,11 @@ STREAMS = {
 NEVER_ARRIVE = {("customer", "shop/1"), ("customer", "shop/12"), ("product", 'erp/["P9","EU"]')}
 
 
-def config(root, strategy: str, entity: str) -> EtlConfig:
+def config(root, strategy: str, entity: str, table_store: str = "memory") -> EtlConfig:
     base = EtlConfig(
         warehouse_root=str(root / "warehouse"), landing_root=str(root / "landing"), gx_root=str(root / "gx"),
         runs_root=str(root / "runs"), reports_root=str(root / "reports"), spark_master="local[2]",
-        spark_shuffle_partitions=2, model_file=str(MODEL), join_strategy=strategy, **SETTINGS,
+        spark_shuffle_partitions=2, model_file=str(MODEL), join_strategy=strategy, table_store=table_store, **SETTINGS,
     )
     return base.for_entity(entity)
 
@@ -123,28 +125,32 @@ def warehouses(spark, tmp_path_factory):
     for entity in STREAMS:
         jobs.ingest(spark, config(ingested, "native", entity), RUN)
     out = {"ingested": ingested}
+    roots = [ingested]
     for strategy, order_name in CASES:
         root = tmp_path_factory.mktemp(f"facts-{strategy}-{order_name}")
+        roots.append(root)
         for part in ("landing", "warehouse", "runs"):
             shutil.copytree(ingested / part, root / part)
+        for entity in STREAMS:
+            memory_tables.copy(config(ingested, "native", entity), config(root, strategy, entity))
         for entity in ORDERS[order_name]:
             summary = jobs.load(spark, config(root, strategy, entity), RUN)
             if entity == "orders":
                 out[(strategy, order_name, "inferred")] = summary.get("inferred_members")
         out[(strategy, order_name)] = root
     yield out
-    spark.catalog.clearCache()
-    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
+    for root in roots:
+        memory_tables.forget_under(str(root))
 
 
 def stands_for(spark, cfg) -> dict[int, str]:
     return {r.surrogate_key: f"{r.source_id}/{r.natural_key}" for r in read(spark, cfg, "key_map").collect()}
 
 
-def table_by_natural_key(spark, root, strategy: str, entity: str) -> list[dict]:
+def table_by_natural_key(spark, root, strategy: str, entity: str, table_store: str = "memory") -> list[dict]:
     """The entity's table with every surrogate key (its own and its references) as the natural
     key it stands for, bookkeeping dropped: comparable across load orders and strategies."""
-    cfg = config(root, strategy, entity)
+    cfg = config(root, strategy, entity, table_store)
     e = cfg.entity_model
     own = stands_for(spark, cfg)
     refs = {r.name: stands_for(spark, cfg.for_entity(r.dimension)) for r in e.references}
@@ -242,7 +248,11 @@ def test_a_dangling_fact_key_fails_the_gate(spark, warehouses, tmp_path):
     cfg = config(root, "native", "orders")
     broken = cfg.replace(warehouse_root=str(tmp_path / "warehouse"))
     shutil.copytree(root / "warehouse", tmp_path / "warehouse")
-    DeltaTable.forPath(spark, broken.table_path("orders_fact")).update("order_id = 103", {"customer_sk": "customer_sk + 1000"})
+    for entity in STREAMS:
+        memory_tables.copy(config(root, "native", entity), broken.for_entity(entity))
+    tables = open_tables(spark, broken)
+    wrong = tables.read("orders_fact").where("order_id = 103").withColumn("customer_sk", F.col("customer_sk") + 1000)
+    tables.replace_where(wrong.localCheckpoint(), "orders_fact", "order_id = 103")
     gate = run_load_gate(spark, broken, RUN)
     failed = [(c["table"], c["expectation"]) for c in gate["checks"] if not c["success"]]
     assert ("orders_fact_references", "expect_column_values_to_be_between") in failed
@@ -263,8 +273,10 @@ def test_a_fact_load_killed_at_its_commit_points_recovers_to_the_uninterrupted_t
     batch is half applied, then finished: every table equals the uninterrupted run's, and no
     dimension key was allocated twice."""
     strategy = "partitioned-range"
-    shutil.copytree(warehouses["ingested"], tmp_path, dirs_exist_ok=True)
-    cfg = config(tmp_path, strategy, "orders")
+    land_streams(tmp_path)
+    for entity in STREAMS:  # processes: a Delta warehouse
+        jobs.ingest(spark, config(tmp_path, "native", entity, "delta"), RUN)
+    cfg = config(tmp_path, strategy, "orders", "delta")
     # passages of load.key_map_merged in a process: each inferred batch's, then the fact's own; a
     # restart first recovers the batch the kill left logged (one passage)
     for point, nth in (("load.key_map_merged", 1), ("load.key_map_merged", 3)):
@@ -272,11 +284,11 @@ def test_a_fact_load_killed_at_its_commit_points_recovers_to_the_uninterrupted_t
         assert done.code == -signal.SIGKILL, done.tail()
     jobs.load(spark, cfg, RUN)  # the restart that finishes
     for entity in ("customer", "product"):
-        jobs.load(spark, config(tmp_path, strategy, entity), RUN)
+        jobs.load(spark, config(tmp_path, strategy, entity, "delta"), RUN)
     reference = warehouses[(strategy, "facts-first")]
     for entity in STREAMS:
-        assert table_by_natural_key(spark, tmp_path, strategy, entity) == table_by_natural_key(spark, reference, strategy, entity)
-    customer = config(tmp_path, strategy, "customer")
+        assert table_by_natural_key(spark, tmp_path, strategy, entity, "delta") == table_by_natural_key(spark, reference, strategy, entity)
+    customer = config(tmp_path, strategy, "customer", "delta")
     km = read(spark, customer, "key_map")
     assert km.count() == km.select("surrogate_key").distinct().count() == read(spark, config(reference, strategy, "customer"), "key_map").count()
     ledger = read(spark, customer, "batch_ledger").groupBy("run_key", "batch_index").count()

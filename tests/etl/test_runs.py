@@ -46,6 +46,7 @@ def die_after(loader: Loader, commits: int) -> None:
     loader._apply = dying
 
 
+@pytest.mark.memory_tables
 @pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
 def test_a_run_is_pinned_to_the_strategy_that_started_it(spark, cfg):
     """A partitioned-range run cut short after its 2nd batch and resumed with native lost 29 of
@@ -78,6 +79,7 @@ def test_a_run_is_pinned_to_the_strategy_that_started_it(spark, cfg):
     assert jobs.load(spark, cfg, RUN, strategy="native")["batches_committed"] == 0
 
 
+@pytest.mark.memory_tables
 def test_overlapping_runs_are_refused_before_they_write_and_a_mistaken_ingest_can_be_discarded(spark, cfg):
     """An overlap used to be noticed by the load, after its ingest had written rows that then
     failed the warehouse-wide suites for good."""
@@ -133,6 +135,7 @@ def test_the_cli_refuses_overlaps_and_foreign_settings_with_exit_2(spark, cfg, e
     assert "PrintFlagsFinal" in done.output
 
 
+@pytest.mark.memory_tables
 def test_late_lines_are_refused_by_a_rerun_flagged_by_the_gate_and_movable(spark, cfg):
     """A line appended to a loaded minute's file used to be read by a rerun's ingest and never
     loaded, failing the gate forever. Now: the rerun refuses before writing, the gate names the
@@ -170,6 +173,7 @@ def test_late_lines_are_refused_by_a_rerun_flagged_by_the_gate_and_movable(spark
     assert landing_file(cfg.landing_path, "crm", later).read_text() == good("3", seq=1) + "\n"
 
 
+@pytest.mark.memory_tables
 def test_changed_or_removed_files_are_not_moved_but_named(spark, cfg):
     path = land(cfg, [good("1", seq=1)], minute=T0)
     jobs.ingest(spark, cfg, RUN)

@@ -26,6 +26,7 @@ SETTINGS = dict(schedule="*/2 * * * *", micro_batch_seconds=60, block_factor=1, 
                 memory_budget=3000, n_invoke=15, wait_buffer_tuples=60, tau=50, k=3, d=1)
 
 
+@pytest.mark.memory_tables
 @pytest.mark.parametrize("strategy, stop_after_piece", [pytest.param("meshjoin", None, marks=pytest.mark.slow),  # (issue 44)
                                                       ("partitioned-range", 3)])
 def test_the_stream_loads_what_scheduled_runs_load(spark, cfg, tmp_path, monkeypatch, strategy, stop_after_piece):

@@ -23,7 +23,6 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from etl.core.policy import PartitionPolicy, SegmentSizes, StepArrivals, replay
-from etl.io.tables import read, table_bytes
 from etl.strategies.base import KEY, JoinStats, JoinStrategy, new_keys_by_segment
 from etl.strategies.partitioned.resident import ResidentSet
 from etl.strategies.partitioned.wait_buffer import WaitBuffer
@@ -31,8 +30,8 @@ from etl.transforms.layout import segment_column
 
 
 class PartitionedJoin(JoinStrategy):
-    def __init__(self, spark, cfg, layout, variant: str) -> None:
-        super().__init__(spark, cfg, layout)
+    def __init__(self, spark, cfg, layout, variant: str, tables=None) -> None:
+        super().__init__(spark, cfg, layout, tables)
         self.name = f"partitioned-{variant}"
         self.policy = PartitionPolicy.from_config(cfg)
         self.segment_of = segment_column(layout)
@@ -50,7 +49,7 @@ class PartitionedJoin(JoinStrategy):
         """The run's wait buffer, named by ``run_key`` alone (``settle`` reaches ``end`` without
         ``begin``); ``begin`` opens a new one, whose first append may be a replay."""
         if self._wait_buffer is None or self._wait_buffer.run_key != self.run_key:
-            self._wait_buffer = WaitBuffer(self.spark, self.cfg, self.run_key)
+            self._wait_buffer = WaitBuffer(self.tables, self.run_key)
         return self._wait_buffer
 
     def _segments(self, segments: list[int]):
@@ -88,7 +87,7 @@ class PartitionedJoin(JoinStrategy):
         total_rows = sum(int(r["count"]) for r in counts)
         return {
             "sizes": {str(r["segment_id"]): int(r["count"]) for r in counts},
-            "row_bytes": (table_bytes(self.spark, self.cfg, "key_map") / total_rows) if total_rows else 128.0,
+            "row_bytes": (self.tables.bytes("key_map") / total_rows) if total_rows else 128.0,
         }
 
     def lookup(self, probes):
@@ -106,7 +105,7 @@ class PartitionedJoin(JoinStrategy):
 
     def begin(self, run_key: str, ingested, done_steps: list[int], ledger_rows: list) -> None:
         self.run_key = run_key
-        self._wait_buffer = WaitBuffer(self.spark, self.cfg, run_key)
+        self._wait_buffer = WaitBuffer(self.tables, run_key)
 
         data = self.run_snapshot(self._sizes_now)
         self.sizes = SegmentSizes({int(k): v for k, v in data["sizes"].items()}, float(data["row_bytes"]))
@@ -132,7 +131,7 @@ class PartitionedJoin(JoinStrategy):
         """Per done step, the keys its commit inserted per segment (from ``outcome_log``)."""
         step_of = {int(r["batch_seq"]): int(r["batch_index"]) for r in ledger_rows}
         new_keys = (
-            self._with_segment(read(self.spark, self.cfg, "outcome_log").where(f"run_key = '{run_key}' AND outcome = 'new'"))
+            self._with_segment(self.tables.read("outcome_log").where(f"run_key = '{run_key}' AND outcome = 'new'"))
             .groupBy("batch_seq", "segment_id")
             .count()
             .collect()

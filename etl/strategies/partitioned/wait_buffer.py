@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -18,11 +17,10 @@ from etl.strategies.base import update_columns
 
 
 class WaitBuffer:
-    def __init__(self, spark, cfg, run_key: str) -> None:
-        self.spark = spark
-        self.path = cfg.table_path("wait_buffer")
+    def __init__(self, tables, run_key: str) -> None:
+        self.tables = tables
         self.run_key = run_key
-        self.columns = update_columns(cfg.entity_model)
+        self.columns = update_columns(tables.entity)
         self._may_replay = True  # until this buffer's first append
 
     def append(self, tuples: DataFrame, step: int) -> None:
@@ -31,16 +29,12 @@ class WaitBuffer:
             self._may_replay = False
             if self._rows().where(F.col("batch_index") == step).limit(1).count():
                 return  # appended by the attempt that crashed
-        (
-            tuples.select(F.lit(self.run_key).alias("run_key"), *self.columns, F.lit(step).alias("batch_index"), "segment_id")
-            .write.format("delta")
-            .mode("append")
-            .save(self.path)
-        )
+        rows = tuples.select(F.lit(self.run_key).alias("run_key"), *self.columns, F.lit(step).alias("batch_index"), "segment_id")
+        self.tables.append(rows, "wait_buffer")
         crash_point("partitioned.wait_buffer_appended")
 
     def _rows(self) -> DataFrame:
-        return self.spark.read.format("delta").load(self.path).where(F.col("run_key") == self.run_key)
+        return self.tables.read("wait_buffer").where(F.col("run_key") == self.run_key)
 
     def pending(self, due: list[int], last_probe_step: Mapping[int, int]) -> DataFrame:
         """The still-pending tuples of the segments ``due``: appended after their last probe."""
@@ -49,7 +43,7 @@ class WaitBuffer:
 
     def release(self) -> None:
         """The run is flushed: its rows are garbage; drop them in one commit."""
-        DeltaTable.forPath(self.spark, self.path).delete(f"run_key = '{self.run_key}'")
+        self.tables.delete_where("wait_buffer", f"run_key = '{self.run_key}'")
         crash_point("partitioned.wait_buffer_released")
 
 

@@ -1,6 +1,7 @@
-"""The load's Delta operations on a few rows each, compared as whole frames: both MERGEs change a
+"""The load's table operations on a few rows each, compared as whole frames: both MERGEs change a
 row only for a newer batch (so recovery may apply a batch twice), and the key_map MERGE reads
-only the segments the batch touches."""
+only the segments the batch touches. Each MERGE runs on both implementations of the table handle
+(Delta, and the in-memory tables the protocol tests use) against the same expected rows."""
 
 from datetime import datetime
 from decimal import Decimal
@@ -11,8 +12,10 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from etl.core.delays import Arrivals, Delays, batch_delays
-from etl.io.tables import ensure_tables, read
-from etl.load.apply import arrivals_at, key_map_merge_condition, merge_current, merge_history, merge_key_map, summarise_outcomes
+from etl.io.tables import open_tables, read
+from etl.io import memory_tables
+from etl.io.delta_merges import key_map_merge_condition
+from etl.load.apply import arrivals_at, summarise_outcomes
 from etl.transforms.history import history_changes, history_validity
 from warehouse.schemas import CUSTOMER_CURRENT, KEY_MAP
 
@@ -21,43 +24,52 @@ CHANGES = ("source_id string, natural_key string, surrogate_key long, applied_ro
            "last_arrival_ts timestamp, new_arrival_ts timestamp, batch_seq long, is_new boolean, segment_id int")
 
 
-def key_map(spark, cfg):
-    return DeltaTable.forPath(spark, cfg.table_path("key_map"))
+@pytest.fixture(params=["delta", "memory"])
+def store(request, tmp_path):
+    """Each MERGE test once per implementation of the table handle (``table_store``)."""
+    yield request.param
+    memory_tables.forget_under(str(tmp_path))
 
 
-def test_merge_key_map_advances_known_keys_inserts_new_ones_and_ignores_a_replay(spark, cfg):
-    ensure_tables(spark, cfg)
+def handle(spark, cfg, store):
+    cfg = cfg.replace(table_store=store)
+    tables = open_tables(spark, cfg)
+    tables.ensure()
+    return cfg, tables
+
+
+def test_merge_key_map_advances_known_keys_inserts_new_ones_and_ignores_a_replay(spark, cfg, store):
+    cfg, tables = handle(spark, cfg, store)
     before = [("crm", "1", 1, "h1", 5, T1, T1, 1, 1, 0)]
-    spark.createDataFrame(before, KEY_MAP).write.format("delta").mode("append").save(cfg.table_path("key_map"))
+    tables.append(spark.createDataFrame(before, KEY_MAP), "key_map")
     changes = spark.createDataFrame([
         ("crm", "1", 1, "h2", 7, T2, None, 2, False, 0),  # a known key changed
         ("crm", "2", 2, "h3", 1, T2, T2, 2, True, 1),  # a new key
         ("crm", "3", 3, None, 4, T2, None, 2, False, 1),  # not new and not stored: nothing to insert
     ], CHANGES)
-    merge_key_map(key_map(spark, cfg), changes)
+    tables.merge_key_map(changes)
     want = spark.createDataFrame([
         ("crm", "1", 1, "h2", 7, T1, T2, 1, 2, 0),
         ("crm", "2", 2, "h3", 1, T2, T2, 2, 2, 1),
     ], KEY_MAP)
     assert_df_equality(read(spark, cfg, "key_map"), want, ignore_row_order=True, ignore_nullable=True)
 
-    merge_key_map(key_map(spark, cfg), changes)  # recovery applies the same batch again
+    tables.merge_key_map(changes)  # recovery applies the same batch again
     older = spark.createDataFrame([("crm", "1", 1, "h0", 9, T3, None, 1, False, 0)], CHANGES)
-    merge_key_map(key_map(spark, cfg), older)  # and an older batch never overwrites a newer one
+    tables.merge_key_map(older)  # and an older batch never overwrites a newer one
     assert_df_equality(read(spark, cfg, "key_map"), want, ignore_row_order=True, ignore_nullable=True)
 
 
-def test_merge_current_keeps_the_newest_state_of_each_key(spark, cfg):
-    ensure_tables(spark, cfg)
-    table = DeltaTable.forPath(spark, cfg.table_path("customer_current"))
+def test_merge_current_keeps_the_newest_state_of_each_key(spark, cfg, store):
+    cfg, tables = handle(spark, cfg, store)
 
     def row(key, name, batch_seq, deleted=False):
         return (key, "crm", str(key), name, f"{name}@x", "Oslo", Decimal("1.00"), deleted, f"h-{name}", batch_seq, T1, T2, batch_seq)
 
     state = spark.createDataFrame([row(1, "a", 1), row(2, "b", 1)], CUSTOMER_CURRENT)
-    merge_current(table, state)
-    merge_current(table, spark.createDataFrame([row(1, "a2", 3, deleted=True), row(2, "stale", 0)], CUSTOMER_CURRENT))
-    merge_current(table, spark.createDataFrame([row(1, "a2", 3, deleted=True)], CUSTOMER_CURRENT))  # a replay
+    tables.merge_current(state)
+    tables.merge_current(spark.createDataFrame([row(1, "a2", 3, deleted=True), row(2, "stale", 0)], CUSTOMER_CURRENT))
+    tables.merge_current(spark.createDataFrame([row(1, "a2", 3, deleted=True)], CUSTOMER_CURRENT))  # a replay
     want = spark.createDataFrame([row(1, "a2", 3, deleted=True), row(2, "b", 1)], CUSTOMER_CURRENT)
     assert_df_equality(read(spark, cfg, "customer_current"), want, ignore_row_order=True, ignore_nullable=True)
 
@@ -129,25 +141,23 @@ LOGGED = ("update_id string, surrogate_key long, source_id string, natural_key s
           "op string, row_hash string, source_seq long, event_ts timestamp, arrival_ts timestamp, applies boolean, batch_seq long")
 
 
-def history_applier(spark, cfg):
+def history_applier(spark, cfg, tables):
     """Logged rows (``LOGGED``) -> the history MERGE of ``cfg``'s account entity, as the loader applies them."""
     entity = cfg.entity_model
-    target = DeltaTable.forPath(spark, cfg.table_path("account_history"))
 
     def apply(rows):
         logged = spark.createDataFrame(rows, LOGGED)
         opened = read(spark, cfg, "account_history").where("is_current")
-        merge_history(target, history_changes(logged, opened, entity), entity)
+        tables.merge_history(history_changes(logged, opened, entity))
 
     return apply
 
 
-def test_merge_history_closes_the_open_version_inserts_the_batch_s_and_ignores_a_replay(spark, cfg, tmp_path):
+def test_merge_history_closes_the_open_version_inserts_the_batch_s_and_ignores_a_replay(spark, cfg, tmp_path, store):
     model = tmp_path / "model.toml"
     model.write_text(HISTORY_MODEL)
-    cfg = cfg.replace(model_file=str(model), warehouse_root=str(tmp_path / "history-warehouse"))
-    ensure_tables(spark, cfg)
-    apply = history_applier(spark, cfg)
+    cfg, tables = handle(spark, cfg.replace(model_file=str(model), warehouse_root=str(tmp_path / "history-warehouse")), store)
+    apply = history_applier(spark, cfg, tables)
 
     first = [("u1", 1, "crm", "1", 1, "A", "upsert", "h1", 10, T2, T2, True, 1)]
     apply(first)
@@ -192,17 +202,16 @@ references = { account_sk = { dimension = "account", by = ["number"] } }
 """
 
 
-def test_an_inferred_member_s_placeholder_version_gives_way_to_the_first_real_one(spark, cfg, tmp_path):
+def test_an_inferred_member_s_placeholder_version_gives_way_to_the_first_real_one(spark, cfg, tmp_path, store):
     """A dimension some fact references: the inferred member (op infer, sequence -1) is one open
     version flagged is_inferred; the first real update replaces it (same key, its own start, no
     close of the placeholder), later ones version as usual; a replay changes nothing."""
     model = tmp_path / "model.toml"
     model.write_text(INFERRED_MODEL)
-    cfg = cfg.replace(model_file=str(model), entity="account", warehouse_root=str(tmp_path / "inferred-warehouse"))
-    entity = cfg.entity_model
-    assert entity.inferred
-    ensure_tables(spark, cfg)
-    apply = history_applier(spark, cfg)
+    cfg, tables = handle(spark, cfg.replace(model_file=str(model), entity="account",
+                                            warehouse_root=str(tmp_path / "inferred-warehouse")), store)
+    assert cfg.entity_model.inferred
+    apply = history_applier(spark, cfg, tables)
 
     apply([("inferred:payments:crm/1", 1, "crm", "1", 1, None, "infer", "", -1, T3, T3, True, 1)])  # a payment at T3 first
     second = [("u1", 1, "crm", "1", 1, "A", "upsert", "h1", 10, T1, T3, True, 2),  # starts at T1, before the payment

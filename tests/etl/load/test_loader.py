@@ -1,4 +1,7 @@
-"""The contract of DESIGN.md §3 on the native strategy, with real Spark and real Delta tables."""
+"""The contract of DESIGN.md §3 on the native strategy, with real Spark. The protocol's claims
+(idempotence, recovery, the ledger, the oracle's outcomes) run on tables in the test process's
+memory (``memory_tables``); what is Delta's (an older version's Delta table, a URI warehouse,
+deletion vectors, the Spark jobs of a commit) on Delta tables."""
 
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -43,6 +46,7 @@ def snapshot(spark, cfg, names=tuple(TABLES)):
     return out
 
 
+@pytest.mark.memory_tables
 def test_rerunning_the_same_interval_leaves_every_table_unchanged(spark, cfg):
     stream(cfg)
     first = ingest_and_load(spark, cfg)
@@ -55,6 +59,7 @@ def test_rerunning_the_same_interval_leaves_every_table_unchanged(spark, cfg):
         assert after[name] == before[name], name
 
 
+@pytest.mark.memory_tables
 def test_updates_in_equal_the_sum_of_outcomes(spark, cfg):
     generated = stream(cfg)
     summary = ingest_and_load(spark, cfg)
@@ -72,6 +77,7 @@ def test_updates_in_equal_the_sum_of_outcomes(spark, cfg):
     assert summary["keys_allocated"] == read(spark, cfg, "key_map").count() == summary["outcomes"]["new"]
 
 
+@pytest.mark.memory_tables
 def test_outcomes_and_keys_equal_the_oracle(spark, cfg):
     stream(cfg, key_domain=60)  # few keys: many repeats inside and across batches
     ingest_and_load(spark, cfg)
@@ -87,6 +93,7 @@ def test_outcomes_and_keys_equal_the_oracle(spark, cfg):
     assert_df_equality(key_map, want_km, ignore_row_order=True, ignore_nullable=True)
 
 
+@pytest.mark.memory_tables
 def test_a_natural_key_in_two_batches_and_two_runs_keeps_one_surrogate_key(spark, cfg):
     land(cfg, [good("42", seq=1, arrival_ts="2026-11-22T01:00:10Z"), good("7", seq=1)], minute=T0)
     land(cfg, [good("42", seq=2, arrival_ts="2026-11-22T01:01:10Z", attributes={"city": "Lima"})], minute=T0 + timedelta(minutes=1))
@@ -104,6 +111,7 @@ def test_a_natural_key_in_two_batches_and_two_runs_keeps_one_surrogate_key(spark
     assert [tuple(r) for r in current.collect()] == [(2, "Quito", 3)]
 
 
+@pytest.mark.memory_tables
 def test_a_loader_reused_after_another_load_continues_the_ledger(spark, cfg):
     """The loader keeps the ledger's state in memory while it holds the lock; a second load on the
     same loader must see what another loader committed in between: no reused batch_seq or key, and
@@ -126,6 +134,7 @@ def test_a_loader_reused_after_another_load_continues_the_ledger(spark, cfg):
     assert sorted(tuple(r) for r in keys.collect()) == [("k0", 1), ("k1", 2), ("k2", 3)]
 
 
+@pytest.mark.memory_tables
 @pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
 def test_micro_batch_split_does_not_change_the_warehouse(spark, cfg, tmp_path):
     stream(cfg, key_domain=80)
@@ -146,6 +155,7 @@ def test_micro_batch_split_does_not_change_the_warehouse(spark, cfg, tmp_path):
         assert_df_equality(content(cfg, name, drop), content(fine, name, drop), ignore_nullable=True)
 
 
+@pytest.mark.memory_tables
 def test_a_step_that_releases_nothing_takes_no_batch_seq(spark, cfg, tmp_path):
     """MESHJOIN over one disk segment releases each batch at its own step, so the end-of-run flush
     releases nothing. Its ledger row takes no batch_seq: [a, b) then [b, c) number their batches
@@ -169,6 +179,7 @@ def test_a_step_that_releases_nothing_takes_no_batch_seq(spark, cfg, tmp_path):
     assert sorted(tuple(r) for r in flushes.collect()) == [(0, 0), (0, 0)]
 
 
+@pytest.mark.memory_tables
 def test_an_interval_overlapping_a_loaded_one_is_refused(spark, cfg):
     land(cfg, [good("1")], minute=T0)
     ingest_and_load(spark, cfg, Interval(T0, T0 + timedelta(minutes=2)))
@@ -179,6 +190,7 @@ def test_an_interval_overlapping_a_loaded_one_is_refused(spark, cfg):
         Loader(spark, cfg).load(overlapping)
 
 
+@pytest.mark.memory_tables
 @pytest.mark.parametrize("point, recovered", [("load.key_map_merged", 1), ("load.current_merged", 0)])
 def test_a_batch_cut_short_after_a_merge_ends_as_one_run_does(spark, cfg, tmp_path, monkeypatch, point, recovered):
     """Cut short after the key_map MERGE, the restart applies the logged batch again (the key_map
@@ -209,6 +221,7 @@ def test_a_batch_cut_short_after_a_merge_ends_as_one_run_does(spark, cfg, tmp_pa
     assert read(spark, cfg, "join_metrics").count() == 1
 
 
+@pytest.mark.memory_tables
 def test_a_logged_but_unapplied_batch_is_recovered_not_redecided(spark, cfg):
     """A crash right after the write-ahead commit: the next run applies the log."""
     stream(cfg, duration_s=60, key_domain=50)
@@ -224,6 +237,7 @@ def test_a_logged_but_unapplied_batch_is_recovered_not_redecided(spark, cfg):
     assert read(spark, cfg, "key_map").count() == read(spark, cfg, "outcome_log").where("outcome = 'new'").count()
 
 
+@pytest.mark.memory_tables
 def test_a_logged_batch_that_changes_no_current_row_is_known_applied_by_key_map(spark, cfg, monkeypatch):
     """A batch of duplicates only changes ``key_map`` (its arrival times), no current row: recovery
     knows whether it was applied from ``key_map``. Unapplied, it is applied again; applied, not."""

@@ -1,5 +1,7 @@
 """partitioned-range / partitioned-hash against the reference join, with a tiny and an ample join
-memory, on streams chosen to stress them; and a run killed mid-way equals an uninterrupted one."""
+memory, on streams chosen to stress them; and a run killed mid-way equals an uninterrupted one.
+The strategies' claims run on tables in the test process's memory (``memory_tables``): their
+Delta reads and commits are test_contract.py's and the crash matrix's."""
 
 from datetime import datetime, timedelta, timezone
 
@@ -50,6 +52,7 @@ def run_two_intervals(spark, cfg, strategy, stream):
         pytest.param("partitioned-hash", AMPLE, "bursty", marks=pytest.mark.slow),
     ],
 )
+@pytest.mark.memory_tables
 def test_equals_the_oracle(spark, cfg, strategy, memory, stream):
     cfg = cfg.replace(join_strategy=strategy, **memory)
     run_two_intervals(spark, cfg, strategy, stream)
@@ -59,9 +62,10 @@ def test_equals_the_oracle(spark, cfg, strategy, memory, stream):
     if memory is TINY:
         assert max(m.resident_bytes for m in metrics) <= memory["memory_budget"]
     # The wait buffer is empty after each run's flush.
-    assert spark.read.format("delta").load(cfg.table_path("wait_buffer")).count() == 0
+    assert read(spark, cfg, "wait_buffer").count() == 0
 
 
+@pytest.mark.memory_tables
 def test_a_wait_bound_probes_every_overdue_segment_and_stays_exact(spark, cfg):
     """With n_invoke out of reach and a buffer that never fills, only the wait bound probes before
     the flush: an update is released at the first step where it has waited max_wait_s of stream
@@ -168,6 +172,7 @@ def test_block_granularity_groups_windows_by_backlog_and_survives_a_restart(spar
         assert sorted(read(spark, cfg, name).select(cols).collect()) == sorted(read(spark, whole, name).select(cols).collect()), name
 
 
+@pytest.mark.memory_tables
 def test_a_segment_admitted_then_evicted_in_one_probe_is_not_kept_in_memory(spark, cfg):
     """Two segments probed at once: the first is admitted into free memory, the second (hotter)
     takes its place. The in-memory copy must then hold the second only: a copy of the first left
@@ -202,6 +207,7 @@ def test_a_segment_admitted_then_evicted_in_one_probe_is_not_kept_in_memory(spar
     strategy.forget_snapshot()
 
 
+@pytest.mark.memory_tables
 def test_a_probe_that_admits_reads_key_map_once(spark, cfg):
     """The probe's read of a segment also fills the in-memory copy (no second read of key_map),
     and the copy and the release both carry the segment's current rows."""

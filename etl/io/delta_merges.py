@@ -1,0 +1,115 @@
+"""The load's Delta MERGEs: small Delta operations, each a function of a table and the changes
+(mack-style), each tested on a few rows (tests/etl/load/test_apply.py) and against their in-memory
+equivalents (``etl.core.row_merges``, tests/etl/io/test_memory_tables.py).
+
+Both MERGEs are idempotent: a row is changed only by a batch newer than the one that last changed
+it (``updated_batch_seq``), so recovery may apply a logged batch again."""
+
+from __future__ import annotations
+
+from delta.tables import DeltaTable
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from etl.core.model import Entity
+from etl.core.row_merges import CLOSE, VERSION
+from etl.io.spark import sql_settings
+from etl.io.table_base import conform, schema_of
+from warehouse.schemas import DEFAULT_ENTITY
+
+CUSTOMER_CURRENT_MERGE_CONDITION = "t.surrogate_key = s.surrogate_key"
+MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+
+
+def key_map_merge_condition(changes: DataFrame, segments: list[int] | None = None) -> str:
+    """The key_map MERGE's match condition, narrowed to the segments the batch touches.
+
+    Delta finds a MERGE's target files with a join over every file its condition does not rule
+    out by target-only predicates; without the literal segment list every batch would scan all
+    of key_map, whatever the join strategy read (a key's row lives in its segment's partition).
+    ``segments``, when given, is that list already (``summarise_outcomes`` gathers it in the pass
+    it makes anyway, a Spark job fewer)."""
+    keys = "t.source_id = s.source_id AND t.natural_key = s.natural_key"
+    if segments is None:
+        segments = [int(r[0]) for r in changes.select("segment_id").distinct().collect()]
+    segments = sorted(segments)
+    if not segments:
+        return keys
+    return f"t.segment_id IN ({', '.join(map(str, segments))}) AND {keys}"
+
+
+def merge_key_map(table: DeltaTable, changes: DataFrame, segments: list[int] | None = None) -> None:
+    """``changes`` (``transforms.outcomes.key_map_changes``: one row per key of the batch) into
+    ``key_map``: known keys advance their hash, sequence and arrival; new keys are inserted."""
+    (
+        table.alias("t")
+        .merge(F.broadcast(changes).alias("s"), key_map_merge_condition(changes, segments))
+        .whenMatchedUpdate(
+            condition="t.updated_batch_seq < s.batch_seq",
+            set={
+                "row_hash": "coalesce(s.applied_row_hash, t.row_hash)",
+                "last_source_seq": "greatest(t.last_source_seq, s.max_source_seq)",
+                "last_arrival_ts": "greatest(t.last_arrival_ts, s.last_arrival_ts)",
+                "updated_batch_seq": "s.batch_seq",
+            },
+        )
+        .whenNotMatchedInsert(
+            condition="s.is_new",
+            values={
+                "source_id": "s.source_id",
+                "natural_key": "s.natural_key",
+                "surrogate_key": "s.surrogate_key",
+                "row_hash": "s.applied_row_hash",
+                "last_source_seq": "s.max_source_seq",
+                "first_arrival_ts": "s.new_arrival_ts",
+                "last_arrival_ts": "s.last_arrival_ts",
+                "created_batch_seq": "s.batch_seq",
+                "updated_batch_seq": "s.batch_seq",
+                "segment_id": "s.segment_id",
+            },
+        )
+        .execute()
+    )
+
+
+def merge_current(table: DeltaTable, state: DataFrame, held: bool = False, entity: Entity = DEFAULT_ENTITY) -> None:
+    """``state`` (``transforms.outcomes.current_state_rows``: a key's last applied update) into
+    the entity's ``<name>_current``, unless that row is already as new.
+
+    ``held``: ``state`` is a projection of a local checkpoint, so it reads the same rows however
+    often it is read, and Delta need not copy it first (its ``materializeSource``, a Spark job;
+    a source that is in Spark's cache must be copied, Delta refuses it otherwise)."""
+    settings = {MATERIALIZE_SOURCE: "none"} if held else {}
+    with sql_settings(state.sparkSession, settings):
+        (
+            table.alias("t")
+            .merge(F.broadcast(conform(state, entity.table, entity)).alias("s"), CUSTOMER_CURRENT_MERGE_CONDITION)
+            .whenMatchedUpdateAll(condition="t.updated_batch_seq < s.updated_batch_seq")
+            .whenNotMatchedInsertAll()
+            .execute()
+        )
+
+
+HISTORY_MERGE_CONDITION = (
+    f"t.surrogate_key = s.surrogate_key AND ((s._kind = '{VERSION}' AND t.source_seq = s.source_seq) OR "
+    f"(s._kind = '{CLOSE}' AND t.is_current AND t.updated_batch_seq < s.updated_batch_seq))"
+)
+
+
+def merge_history(table: DeltaTable, changes: DataFrame, entity: Entity) -> None:
+    """``changes`` (``transforms.history.history_changes``) into the entity's ``<name>_history``:
+    the batch's versions inserted, each key's open version closed where they start. Idempotent:
+    a version already there matches itself, and an open version the batch made is not closed by it."""
+    columns = schema_of(entity.table, entity).fieldNames()
+    merge = table.alias("t").merge(F.broadcast(changes).alias("s"), HISTORY_MERGE_CONDITION)
+    if entity.inferred:  # an inferred member's placeholder version gives way to the first real one
+        merge = merge.whenMatchedDelete(condition=f"s._kind = '{CLOSE}' AND t.is_inferred")
+    (
+        merge
+        .whenMatchedUpdate(
+            condition=f"s._kind = '{CLOSE}'",
+            set={"valid_to": "s.valid_from", "is_current": "false", "updated_batch_seq": "s.updated_batch_seq"},
+        )
+        .whenNotMatchedInsert(condition=f"s._kind = '{VERSION}'", values={c: f"s.{c}" for c in columns})
+        .execute()
+    )

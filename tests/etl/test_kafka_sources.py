@@ -119,6 +119,7 @@ def run(spark, cfg, interval):
     return ingest
 
 
+@pytest.mark.memory_tables
 # The customer (history, two sources) in make test; the product (current, one source, a composite
 # key) in make test-slow while CI cannot afford it (issue 44).
 @pytest.mark.parametrize("entity", ["customer", pytest.param("product", marks=pytest.mark.slow)])
@@ -278,6 +279,7 @@ def restart(broker) -> None:
     broker.pid = new.pid
 
 
+@pytest.mark.memory_tables
 def test_partitions_and_topics_that_appear_later_are_read_once_and_a_loaded_run_never_changes(spark, cfg, tmp_path, broker):
     """The outside probe's reproduction: I1 records its range of the one-partition topic; then the
     topic grows a partition and the source's second topic is created, each getting a record
@@ -329,6 +331,7 @@ def test_partitions_and_topics_that_appear_later_are_read_once_and_a_loaded_run_
     assert jobs.ingest(spark, cfg, I3)["kafka_records_lost"] == 2
 
 
+@pytest.mark.memory_tables
 def test_a_broker_that_goes_away_is_retry_later_and_nothing_is_lost_or_doubled(spark, cfg, tmp_path, broker, monkeypatch):
     """The broker down before a run: refused before anything is written, with the client's own
     cause (exit 5 through the CLI). Killed while a run reads, then started again and the run

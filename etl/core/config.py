@@ -110,10 +110,10 @@ class EtlConfig:
     # fewer Spark jobs: docs/decisions/deletion-vectors.md).
     deletion_vectors: str = "auto"
     deletion_vectors_from_bytes: int = 32 << 20
-    vacuum_retention_hours: int = 168
+    vacuum_retention_hours: int = 168  # Delta's safe default; shorter breaks readers of old versions
     # Where the tables live: "delta" (the warehouse), or "memory": this process's memory, for tests
     # of the load protocol where Delta is not the claim (etl.io.memory_tables; the CLI refuses it).
-    table_store: str = "delta"  # Delta's safe default; shorter breaks readers of old versions
+    table_store: str = "delta"
 
     # --- the papers' parameters (papers/004 Table 6.1/6.2), one name everywhere ---
     n_invoke: int = 3000  # wait-buffer tuples of one segment that trigger its disk probe

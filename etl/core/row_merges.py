@@ -5,8 +5,10 @@ Each follows Delta's MERGE semantics as those MERGEs use them: a target row matc
 condition as SQL evaluates it (a null comparison is no match), the first applicable matched clause
 applies, a source row that matched no target row is inserted when its insert condition holds, and
 two source rows matching one target row is an error (Delta's
-``DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE``). ``tests/etl/io/test_memory_tables.py``
-runs every MERGE on both implementations and compares the tables."""
+``DELTA_MULTIPLE_SOURCE_ROW_MATCHING_TARGET_ROW_IN_MERGE``). Every source row is matched against the
+target as it was before the MERGE, as Delta matches against the table's snapshot, and a null key
+matches nothing. tests/etl/load/test_apply.py runs every MERGE on both implementations against
+the same expected rows."""
 
 from __future__ import annotations
 
@@ -41,9 +43,10 @@ def _claim(matched: dict, index: int, what: str) -> None:
 def merge_key_map_rows(target: list[dict], changes: list[dict], segments: list[int] | None = None) -> list[dict]:
     """``etl.io.delta_merges.merge_key_map`` on rows: known keys (in the batch's segments) advance
     their hash, sequence and arrival for a newer batch; new keys are inserted."""
-    segs = set(segments) if segments else {c["segment_id"] for c in changes}
+    segs = set(segments) if segments is not None else {c["segment_id"] for c in changes}
     out = [dict(r) for r in target]
-    at = {(r["source_id"], r["natural_key"]): i for i, r in enumerate(out) if r["segment_id"] in segs}
+    at = {(r["source_id"], r["natural_key"]): i for i, r in enumerate(out)
+          if r["source_id"] is not None and r["natural_key"] is not None and (not segs or r["segment_id"] in segs)}
     matched: dict = {}
     inserts = []
     for s in changes:
@@ -93,7 +96,8 @@ def merge_history_rows(target: list[dict], changes: list[dict], columns: list[st
     out = [dict(r) for r in target]
     by_key: dict = {}
     for i, r in enumerate(out):
-        by_key.setdefault(r["surrogate_key"], []).append(i)
+        if r["surrogate_key"] is not None:
+            by_key.setdefault(r["surrogate_key"], []).append(i)
 
     def matches(t: dict, s: dict) -> bool:
         if s["_kind"] == VERSION:
@@ -103,8 +107,9 @@ def merge_history_rows(target: list[dict], changes: list[dict], columns: list[st
     matched: dict = {}
     deleted: set[int] = set()
     inserts = []
-    for s in changes:
-        hits = [i for i in by_key.get(s["surrogate_key"], ()) if matches(out[i], s)]
+    # Matched against the rows before the MERGE (``target``), changed in ``out``.
+    hits_of = [[i for i in by_key.get(s["surrogate_key"], ()) if matches(target[i], s)] for s in changes]
+    for s, hits in zip(changes, hits_of):
         if not hits:
             if s["_kind"] == VERSION:
                 inserts.append({c: s[c] for c in columns})

@@ -1,6 +1,6 @@
 """The load's Delta MERGEs: small Delta operations, each a function of a table and the changes
-(mack-style), each tested on a few rows (tests/etl/load/test_apply.py) and against their in-memory
-equivalents (``etl.core.row_merges``, tests/etl/io/test_memory_tables.py).
+(mack-style), each tested on a few rows, beside their in-memory equivalents (``etl.core.row_merges``)
+against the same expected rows (tests/etl/load/test_apply.py).
 
 Both MERGEs are idempotent: a row is changed only by a batch newer than the one that last changed
 it (``updated_batch_seq``), so recovery may apply a logged batch again."""

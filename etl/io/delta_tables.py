@@ -16,10 +16,11 @@ DELETION_VECTORS_FEATURE = "delta.feature.deletionVectors"
 
 
 class DeltaTables(Tables):
-    """``deletion_vectors`` is applied when a table is created: turning the feature on for an
-    existing table upgrades its Delta protocol, which older readers cannot follow, so that stays
-    the owner's decision (docs/operations.md). With ``auto`` the feature is part of the protocol
-    from the start and ``settle_deletion_vectors`` only switches its use on."""
+    """One table a directory under ``warehouse_uri``. ``deletion_vectors`` is applied when a table
+    is created: turning the feature on for an existing table upgrades its Delta protocol, which
+    older readers cannot follow, so that stays the owner's decision (docs/operations.md). With
+    ``auto`` the feature is part of the protocol from the start and ``settle_deletion_vectors``
+    only switches its use on."""
 
     def path(self, name: str) -> str:
         return self.cfg.table_path(name)

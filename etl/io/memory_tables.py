@@ -3,8 +3,14 @@ protocol tests, whose claims are the loader's decisions, the commit order and re
 storage, and which paid ~1-2 s of Delta commit per table write (issue 44). Every handle of one
 process on one warehouse (``cfg.warehouse_uri``) shares the same rows, as every reader of a Delta
 warehouse shares its files; nothing is written to disk and all is gone when the process ends, so
-the command line refuses the setting. The MERGEs are ``etl.core.row_merges``, run on both
-implementations by tests/etl/io/test_memory_tables.py."""
+the command line refuses the setting. The MERGEs are ``etl.core.row_merges``; tests/etl/load/
+test_apply.py runs each on both implementations against the same expected rows.
+
+One difference is kept on purpose: a DataFrame read from here is the rows of that moment, where a
+Delta DataFrame reads the table's latest version at each action. The loader never relies on
+either (what it decides is held by a local checkpoint before anything is written), and each
+strategy's exactness is also asserted on Delta (tests/etl/strategies/test_contract.py), so a
+missing checkpoint cannot hide behind this store."""
 
 from __future__ import annotations
 
@@ -15,6 +21,12 @@ from etl.core import row_merges
 from etl.io.table_base import MissingTable, Tables, schema_of
 
 _STORES: dict[str, dict[str, "_Held"]] = {}
+# The key_map MERGE's source columns and the key_map column each fills (etl.io.delta_merges).
+KEY_MAP_CHANGE_COLUMNS = {
+    "source_id": "source_id", "natural_key": "natural_key", "surrogate_key": "surrogate_key",
+    "applied_row_hash": "row_hash", "max_source_seq": "last_source_seq", "new_arrival_ts": "first_arrival_ts",
+    "last_arrival_ts": "last_arrival_ts", "batch_seq": "updated_batch_seq", "segment_id": "segment_id",
+}
 
 
 class _Held:
@@ -32,12 +44,21 @@ class _Held:
         return self._frame
 
     def replace(self, rows: list[dict]) -> None:
+        """As a Delta write, refused when a non-nullable column would hold a null."""
+        for f in self.schema.fields:
+            if not f.nullable and any(r[f.name] is None for r in rows):
+                raise ValueError(f"NOT NULL constraint violated for column: {f.name}")
         self.rows = rows
         self._frame = None
 
 
 def _dicts(df: DataFrame) -> list[dict]:
     return [r.asDict() for r in df.collect()]
+
+
+def _selected(predicate: str):
+    """Rows a SQL predicate selects; a null result selects nothing, as in Delta's predicates."""
+    return F.coalesce(F.expr(f"({predicate})"), F.lit(False))
 
 
 def _approximate_bytes(value) -> int:
@@ -89,7 +110,7 @@ class MemoryTables(Tables):
 
     def replace_where(self, df: DataFrame, name: str, predicate: str) -> None:
         """As Delta's ``replaceWhere``: refused when one of ``df``'s rows is outside ``predicate``."""
-        selected = F.coalesce(F.expr(f"({predicate})"), F.lit(False))
+        selected = _selected(predicate)
         new = self.conform(df, name).withColumn("_selected", selected).collect()
         if not all(r["_selected"] for r in new):
             raise ValueError(f"table {name}: a row written by replace_where does not satisfy {predicate!r}")
@@ -99,11 +120,14 @@ class MemoryTables(Tables):
 
     def delete_where(self, name: str, predicate: str) -> None:
         held = self._held(name)
-        held.replace(_dicts(held.frame(self.spark).where(~F.coalesce(F.expr(f"({predicate})"), F.lit(False)))))
+        held.replace(_dicts(held.frame(self.spark).where(~_selected(predicate))))
 
     def merge_key_map(self, changes: DataFrame, segments: list[int] | None = None) -> None:
         held = self._held("key_map")
-        held.replace(row_merges.merge_key_map_rows(held.rows, _dicts(changes), segments))
+        typed = {f.name: f.dataType for f in held.schema.fields}
+        # Each value cast to the type of the column it goes to, as Delta casts a MERGE's values.
+        cast = changes.select(*[F.col(c).cast(typed[to]).alias(c) for c, to in KEY_MAP_CHANGE_COLUMNS.items()], "is_new")
+        held.replace(row_merges.merge_key_map_rows(held.rows, _dicts(cast), segments))
 
     def merge_current(self, state: DataFrame, held: bool = False) -> None:
         table = self._held(self.entity.table)
@@ -111,8 +135,9 @@ class MemoryTables(Tables):
 
     def merge_history(self, changes: DataFrame) -> None:
         table = self._held(self.entity.table)
-        columns = schema_of(self.entity.table, self.entity).fieldNames()
-        table.replace(row_merges.merge_history_rows(table.rows, _dicts(changes), columns, self.entity.inferred))
+        schema = schema_of(self.entity.table, self.entity)
+        cast = changes.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields], "_kind")
+        table.replace(row_merges.merge_history_rows(table.rows, _dicts(cast), schema.fieldNames(), self.entity.inferred))
 
     def bytes(self, name: str) -> int:
         """An estimate (there are no files): 8 bytes a value, a string's length for a string."""

@@ -12,8 +12,7 @@ from etl.io.table_base import MissingTable, Tables, conform, literal_row, row_fr
 
 __all__ = [
     "DELETION_VECTORS", "DELETION_VECTORS_FEATURE", "MissingTable", "Tables", "append", "conform", "ensure_tables",
-    "literal_row", "open_tables", "read", "replace_where", "row_frame", "schema_of", "settle_deletion_vectors",
-    "table_bytes",
+    "literal_row", "open_tables", "read", "row_frame", "schema_of", "settle_deletion_vectors",
 ]
 
 
@@ -38,12 +37,3 @@ def read(spark, cfg: EtlConfig, name: str):
 
 def append(df, cfg: EtlConfig, name: str) -> None:
     open_tables(df.sparkSession, cfg).append(df, name)
-
-
-def replace_where(df, cfg: EtlConfig, name: str, predicate: str) -> None:
-    """Overwrite exactly the rows ``predicate`` selects (``df``'s rows must all satisfy it)."""
-    open_tables(df.sparkSession, cfg).replace_where(df, name, predicate)
-
-
-def table_bytes(spark, cfg: EtlConfig, name: str) -> int:
-    return open_tables(spark, cfg).bytes(name)

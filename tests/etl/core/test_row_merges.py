@@ -35,9 +35,18 @@ def test_two_changes_matching_one_row_are_refused_as_delta_refuses_them():
         merge_current_rows([{"surrogate_key": 1, "updated_batch_seq": 1}], [{"surrogate_key": 1, "updated_batch_seq": 2}] * 2)
 
 
-def test_a_null_batch_seq_compares_as_no_match_and_changes_nothing():
-    current = [{"surrogate_key": 1, "updated_batch_seq": None, "name": "a"}]
-    assert merge_current_rows(current, [{"surrogate_key": 1, "updated_batch_seq": 5, "name": "b"}]) == current
+def test_each_change_is_matched_against_the_rows_before_the_merge_and_a_null_key_matches_nothing():
+    """Two closes of one open version: Delta matches both against its snapshot and refuses; a
+    match against the half-merged rows would close it once and say nothing."""
+    columns = ["surrogate_key", "source_seq", "valid_from", "valid_to", "is_current", "updated_batch_seq"]
+    open_version = dict(zip(columns, (1, 10, 5, None, True, 1)))
+    close = {"_kind": CLOSE, "surrogate_key": 1, "valid_from": 7, "updated_batch_seq": 2, "source_seq": None}
+    with pytest.raises(MultipleMatches):
+        merge_history_rows([open_version], [close, dict(close)], columns, inferred=False)
+    nameless = {**km("1", 0, 1), "natural_key": None}
+    assert len(merge_key_map_rows([nameless], [change(None, 0, 2, is_new=True, sk=2)], segments=[0])) == 2
+    # an empty segment list narrows nothing, as the MERGE's condition then names none
+    assert merge_key_map_rows([km("1", 0, 1)], [change("1", 1, 2)], segments=[])[0]["updated_batch_seq"] == 2
 
 
 def test_a_close_deletes_an_inferred_placeholder_and_closes_a_real_open_version():

@@ -60,6 +60,28 @@ def test_merge_key_map_advances_known_keys_inserts_new_ones_and_ignores_a_replay
     assert_df_equality(read(spark, cfg, "key_map"), want, ignore_row_order=True, ignore_nullable=True)
 
 
+def test_merge_key_map_keeps_a_value_the_batch_does_not_know_and_matches_only_in_the_named_segments(spark, cfg, store):
+    """The edges where an implementation could differ from Delta: a null in the batch keeps the
+    stored value (coalesce, greatest), a key stored in a segment the condition does not name is
+    no match, and two changes of one key are refused."""
+    cfg, tables = handle(spark, cfg, store)
+    tables.append(spark.createDataFrame([("crm", "1", 1, "h1", 5, T1, T2, 1, 1, 0), ("crm", "2", 2, "h2", 3, T1, T1, 1, 1, 1)],
+                                        KEY_MAP), "key_map")
+    tables.merge_key_map(spark.createDataFrame([
+        ("crm", "1", 1, None, None, None, None, 2, False, 0),  # known, nothing new about it
+        ("crm", "2", 9, "h9", 4, T3, T3, 2, True, 1),  # stored in segment 1, which is not named
+    ], CHANGES), segments=[0])
+    want = spark.createDataFrame([
+        ("crm", "1", 1, "h1", 5, T1, T2, 1, 2, 0),
+        ("crm", "2", 2, "h2", 3, T1, T1, 1, 1, 1),
+        ("crm", "2", 9, "h9", 4, T3, T3, 2, 2, 1),
+    ], KEY_MAP)
+    assert_df_equality(read(spark, cfg, "key_map"), want, ignore_row_order=True, ignore_nullable=True)
+    twice = spark.createDataFrame([("crm", "1", 1, "h3", 6, T3, None, 3, False, 0)] * 2, CHANGES)
+    with pytest.raises(Exception, match="(?i)multiple source rows|two source rows"):
+        tables.merge_key_map(twice)
+
+
 def test_merge_current_keeps_the_newest_state_of_each_key(spark, cfg, store):
     cfg, tables = handle(spark, cfg, store)
 

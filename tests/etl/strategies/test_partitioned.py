@@ -58,7 +58,7 @@ def test_equals_the_oracle(spark, cfg, strategy, memory, stream):
     run_two_intervals(spark, cfg, strategy, stream)
     assert_equals_oracle(spark, cfg)
     metrics = read(spark, cfg, "join_metrics").collect()
-    assert sum(m.segments_probed for m in metrics) > 0
+    assert sum(m.segments_probed for m in metrics) > 0 and sum(m.segments_admitted for m in metrics) > 0
     if memory is TINY:
         assert max(m.resident_bytes for m in metrics) <= memory["memory_budget"]
     # The wait buffer is empty after each run's flush.

@@ -16,6 +16,15 @@ VERSION = "version"  # a history change that is a version to insert
 CLOSE = "close"  # one that closes the key's open version where the batch's first version starts
 
 
+# A new key's key_map row: each column and the change column it is taken from (delta_merges' insert).
+KEY_MAP_INSERT = {
+    "source_id": "source_id", "natural_key": "natural_key", "surrogate_key": "surrogate_key",
+    "row_hash": "applied_row_hash", "last_source_seq": "max_source_seq", "first_arrival_ts": "new_arrival_ts",
+    "last_arrival_ts": "last_arrival_ts", "created_batch_seq": "batch_seq", "updated_batch_seq": "batch_seq",
+    "segment_id": "segment_id",
+}
+
+
 class MultipleMatches(ValueError):
     """Two source rows matched one target row: Delta refuses such a MERGE, so do we."""
 
@@ -53,12 +62,7 @@ def merge_key_map_rows(target: list[dict], changes: list[dict], segments: list[i
         i = at.get((s["source_id"], s["natural_key"]))
         if i is None:
             if s["is_new"]:
-                inserts.append({
-                    "source_id": s["source_id"], "natural_key": s["natural_key"], "surrogate_key": s["surrogate_key"],
-                    "row_hash": s["applied_row_hash"], "last_source_seq": s["max_source_seq"],
-                    "first_arrival_ts": s["new_arrival_ts"], "last_arrival_ts": s["last_arrival_ts"],
-                    "created_batch_seq": s["batch_seq"], "updated_batch_seq": s["batch_seq"], "segment_id": s["segment_id"],
-                })
+                inserts.append({column: s[source] for column, source in KEY_MAP_INSERT.items()})
             continue
         _claim(matched, i, "key_map")
         t = out[i]

@@ -21,12 +21,6 @@ from etl.core import row_merges
 from etl.io.table_base import MissingTable, Tables, schema_of
 
 _STORES: dict[str, dict[str, "_Held"]] = {}
-# The key_map MERGE's source columns and the key_map column each fills (etl.io.delta_merges).
-KEY_MAP_CHANGE_COLUMNS = {
-    "source_id": "source_id", "natural_key": "natural_key", "surrogate_key": "surrogate_key",
-    "applied_row_hash": "row_hash", "max_source_seq": "last_source_seq", "new_arrival_ts": "first_arrival_ts",
-    "last_arrival_ts": "last_arrival_ts", "batch_seq": "updated_batch_seq", "segment_id": "segment_id",
-}
 
 
 class _Held:
@@ -124,9 +118,9 @@ class MemoryTables(Tables):
 
     def merge_key_map(self, changes: DataFrame, segments: list[int] | None = None) -> None:
         held = self._held("key_map")
-        typed = {f.name: f.dataType for f in held.schema.fields}
         # Each value cast to the type of the column it goes to, as Delta casts a MERGE's values.
-        cast = changes.select(*[F.col(c).cast(typed[to]).alias(c) for c, to in KEY_MAP_CHANGE_COLUMNS.items()], "is_new")
+        type_of = {row_merges.KEY_MAP_INSERT[f.name]: f.dataType for f in held.schema.fields}
+        cast = changes.select(*[F.col(c).cast(t).alias(c) for c, t in type_of.items()], "is_new")
         held.replace(row_merges.merge_key_map_rows(held.rows, _dicts(cast), segments))
 
     def merge_current(self, state: DataFrame, held: bool = False) -> None:

@@ -49,6 +49,9 @@ class EtlConfig:
     spark_driver_memory: str = "2g"
     spark_shuffle_partitions: int = 4
     spark_ui: bool = False
+    # Every library's log on stderr (Spark's start-up and INFO notes, Great Expectations' INFO
+    # lines); off: the command's own lines, and warnings and errors (docs/operations.md, "Logs").
+    verbose: bool = False
     # Extra JVM options of the driver (spark.driver.extraJavaOptions); empty: none. Short jobs on
     # small data run faster with "-XX:TieredStopAtLevel=1" (docs/decisions/driver-jit-for-tests.md); the tests use it.
     spark_driver_java_options: str = ""

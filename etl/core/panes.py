@@ -7,14 +7,20 @@ half-open, ``[start, end)``, aligned to the Unix epoch, so a report over any int
 windows as any other report that covers them.
 
 Aggregates are counts and sums (distributive) plus a delay histogram with 8 buckets per doubling
-(also distributive), from which a window's p99 is read to within 9%. Updates that arrived after
-their batch's commit have no delay (``etl.core.delays``): counted as ``clock_skew``, in no delay.
+(also distributive), from which a window's p99 is read to within 9% (and never above the
+window's maximum). Updates that arrived after their batch's commit have no delay
+(``etl.core.delays``): counted as ``clock_skew``, in no delay.
+
+The interval's own totals are not read from panes: a pane may straddle the interval's bounds (a
+5-minute run inside a 15-minute pane), so the report aggregates the part of each pane inside
+the interval apart (``interval_totals``).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 BUCKETS_PER_DOUBLING = 8
 COUNTS = ("updates", "matched", "new", "duplicate", "stale", "rejected")
@@ -22,6 +28,20 @@ COUNTS = ("updates", "matched", "new", "duplicate", "stale", "rejected")
 
 def pane_seconds(range_s: int, slide_s: int) -> int:
     return math.gcd(range_s, slide_s)
+
+
+def fitted_windows(interval_s: int, range_s: int, slide_s: int) -> tuple[int, int]:
+    """The windows a report over ``interval_s`` seconds uses: the configured ones, unless the
+    interval is shorter than a window; then five tumbling windows of whole minutes (a 5-minute run
+    gives one point a minute, not four identical hour-long windows)."""
+    if interval_s >= range_s:
+        return range_s, slide_s
+    width = max(60, interval_s // 5 // 60 * 60)
+    return width, width
+
+
+def iso_utc(ts_s: int) -> str:
+    return datetime.fromtimestamp(ts_s, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def pane_of(ts_s: float, pane_s: int) -> int:
@@ -91,6 +111,7 @@ def window_metrics(panes: dict[tuple[str, int], Pane], start_s: int, end_s: int,
                 if s == source and ws <= p < we:
                     acc.add(pane)
             n = acc.counts.get("updates", 0)
+            p99 = percentile_from_histogram(acc.histogram, 0.99)
             rows.append(
                 {
                     "source_id": source,
@@ -102,7 +123,8 @@ def window_metrics(panes: dict[tuple[str, int], Pane], start_s: int, end_s: int,
                     "new_key_rate": acc.counts.get("new", 0) / n if n else None,
                     "rejected_rate": acc.counts.get("rejected", 0) / n if n else None,
                     "delay_avg_s": acc.delay_sum_s / acc.delay_n if acc.delay_n else None,
-                    "delay_p99_s": percentile_from_histogram(acc.histogram, 0.99),
+                    # The bucket's upper bound may lie above every delay of the window.
+                    "delay_p99_s": min(p99, acc.delay_max_s) if p99 is not None and acc.delay_max_s is not None else p99,
                     "delay_max_s": acc.delay_max_s,
                     "clock_skew": acc.clock_skew,
                 }
@@ -110,13 +132,12 @@ def window_metrics(panes: dict[tuple[str, int], Pane], start_s: int, end_s: int,
     return rows
 
 
-def interval_totals(panes: dict[tuple[str, int], Pane], start_s: int, end_s: int) -> dict[str, int]:
-    """The interval's counts (``COUNTS``, and the updates with clock skew), each update once: from
-    the panes that start inside ``[start_s, end_s)``."""
+def interval_totals(inside: dict[tuple[str, int], Pane]) -> dict[str, int]:
+    """The interval's counts (``COUNTS``, and the updates with clock skew), each update once: the
+    sums of the panes' parts inside the interval."""
     totals = {k: 0 for k in (*COUNTS, "clock_skew")}
-    for (_, pane_start), pane in panes.items():
-        if start_s <= pane_start < end_s:
-            for k in COUNTS:
-                totals[k] += pane.counts.get(k, 0)
-            totals["clock_skew"] += pane.clock_skew
+    for pane in inside.values():
+        for k in COUNTS:
+            totals[k] += pane.counts.get(k, 0)
+        totals["clock_skew"] += pane.clock_skew
     return totals

@@ -147,6 +147,15 @@ COMMIT_SQL_SETTINGS = {"spark.sql.adaptive.enabled": "false"}
 JVM_OUTPUT_TO_STDERR = "-XX:+DisplayVMOutputToStderr -Xlog:disable -Xlog:all=warning:stderr"
 
 
+# The drivers' Spark log unless ``verbose``: warnings and errors, without start-up notes and the
+# known harmless messages the file names. Spark's own default profile otherwise.
+QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
+
+
+def log_option(cfg: EtlConfig) -> str:
+    return "" if cfg.verbose else f"-Dlog4j2.configurationFile={QUIET_LOG4J.resolve().as_uri()}"
+
+
 def spark_conf(cfg: EtlConfig) -> dict[str, str]:
     """Every Spark setting the jobs need, except the master (a connection's business under Airflow)."""
     jars = recorded_jars(cfg)
@@ -172,6 +181,6 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "true",
     }
-    options = (JVM_OUTPUT_TO_STDERR, archive_option(cfg), cfg.spark_driver_java_options.strip())
+    options = (JVM_OUTPUT_TO_STDERR, log_option(cfg), archive_option(cfg), cfg.spark_driver_java_options.strip())
     conf["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)
     return conf

@@ -22,6 +22,7 @@ import argparse
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 
 from etl.core import registry
@@ -31,7 +32,26 @@ EXIT_CONFIG, EXIT_VALIDATION, EXIT_REJECTIONS, EXIT_LOCKED = 2, 3, 4, 5
 
 
 def _progress(message: str) -> None:
-    print(f"[etl] {message}", file=sys.stderr, flush=True)
+    """A line of the command's own on stderr, stamped: an always-on loader's log is read by time."""
+    print(f"{time.strftime(TIME_FORMAT, time.gmtime())} [etl] {message}", file=sys.stderr, flush=True)
+
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # UTC, as every time the warehouse stores
+
+
+def configure_logging(verbose: bool) -> None:
+    """The package's own log always; other libraries' INFO notes (Great Expectations writes some
+    250 a run, py4j some) only when ``verbose``: warnings and errors of all are kept. A host that
+    set up logging already (pytest) keeps its handlers."""
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler()
+        formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", TIME_FORMAT)
+        formatter.converter = time.gmtime
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
+    root.setLevel(logging.INFO if verbose else logging.WARNING)
+    logging.getLogger("etl").setLevel(logging.INFO)
 
 
 def _common(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +63,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warehouse-root", help="where the Delta tables live (setting warehouse_root)")
     parser.add_argument("--landing-root", help="where updates land (setting landing_root)")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="any other setting")
+    parser.add_argument("-v", "--verbose", action="store_true", default=None,
+                        help="every library's log on stderr, Spark's and Great Expectations' INFO notes too (setting verbose)")
     parser.add_argument(
         "--settings-json",
         default="",
@@ -199,6 +221,7 @@ def config_from_args(args: argparse.Namespace) -> EtlConfig:
         "spark_master": args.spark_master,
         "warehouse_root": args.warehouse_root,
         "landing_root": args.landing_root,
+        "verbose": args.verbose,
     }
     if args.settings_json.strip():
         overrides.update(_json_object(args.settings_json, "--settings-json"))
@@ -232,12 +255,13 @@ def _print(summary: dict, as_json: bool, text: str | None = None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging(verbose=False)
     args = build_parser().parse_args(argv)
     if args.command == "simulate":
         return _simulate(args)
     try:
         cfg = config_from_args(args)
+        configure_logging(cfg.verbose)
         if args.command == "generate":
             return _generate(args, cfg)
         from etl.core.interval import Interval, parse_minute

@@ -190,7 +190,7 @@ def test_killed_at_random_moments_and_restarted_equals_the_uninterrupted_run(
         done = etl_process.run(cmd, crash_settings_json(cfg), kill_after=delay, log="run.log")
         if done.killed_by_test:
             kills += 1
-            progress = [ln for ln in done.output.splitlines() if ln.startswith("[etl]") or " WARNING etl." in ln]
+            progress = [ln for ln in done.output.splitlines() if "[etl] " in ln or " WARNING etl." in ln]
             TALLY.append({"strategy": strategy, "point": f"random@{delay:.1f}s", "killed": True, "rows": 0,
                           "rows_differing": 0, "last_progress": progress[-1][-120:] if progress else "before any"})
             continue

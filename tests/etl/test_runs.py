@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from datetime import datetime, timedelta, timezone
 
@@ -133,6 +134,10 @@ def test_the_cli_refuses_overlaps_and_foreign_settings_with_exit_2(spark, cfg, e
     assert done.code == 0, done.tail()
     assert json.loads(done.stdout)["batches_committed"] == 0  # loaded above: nothing to do
     assert "PrintFlagsFinal" in done.output
+    # Quiet by default (issue 45): none of Spark's start-up notes, the command's lines stamped.
+    for noise in ("Using Spark's default log4j profile", "Setting default log level", "NativeCodeLoader", " INFO "):
+        assert noise not in done.output, done.tail()
+    assert all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \[etl\] ", ln) for ln in done.output.splitlines() if "[etl]" in ln)
 
 
 @pytest.mark.memory_tables

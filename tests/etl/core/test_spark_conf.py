@@ -3,7 +3,15 @@ from importlib import metadata
 import pytest
 
 from etl.core.config import EtlConfig, load_config
-from etl.core.spark_conf import DELTA_CATALOG, DELTA_EXTENSION, JVM_OUTPUT_TO_STDERR, delta_package, spark_conf
+from etl.core.spark_conf import (
+    DELTA_CATALOG,
+    DELTA_EXTENSION,
+    JVM_OUTPUT_TO_STDERR,
+    QUIET_LOG4J,
+    delta_package,
+    log_option,
+    spark_conf,
+)
 
 
 def test_delta_jar_matches_the_installed_wheels():
@@ -21,9 +29,22 @@ def test_conf_configures_delta_and_keeps_the_warehouse_out_of_the_working_direct
 
 
 def test_the_driver_s_jvm_output_goes_to_stderr_and_configured_options_follow(tmp_path):
-    assert spark_conf(EtlConfig(spark_jars_dir=str(tmp_path)))["spark.driver.extraJavaOptions"] == JVM_OUTPUT_TO_STDERR
+    quiet = log_option(EtlConfig())
+    assert spark_conf(EtlConfig(spark_jars_dir=str(tmp_path)))["spark.driver.extraJavaOptions"] == f"{JVM_OUTPUT_TO_STDERR} {quiet}"
     cfg = load_config(env={"ETL_SPARK_DRIVER_JAVA_OPTIONS": " -XX:TieredStopAtLevel=1 ", "ETL_SPARK_CLASS_ARCHIVE": "false"})
-    assert spark_conf(cfg)["spark.driver.extraJavaOptions"] == f"{JVM_OUTPUT_TO_STDERR} -XX:TieredStopAtLevel=1"
+    assert spark_conf(cfg)["spark.driver.extraJavaOptions"] == f"{JVM_OUTPUT_TO_STDERR} {quiet} -XX:TieredStopAtLevel=1"
+
+
+def test_drivers_log_quietly_unless_verbose(tmp_path):
+    """Spark's start-up notes and the known harmless heartbeat race stay out of a run's stderr;
+    ``verbose`` gives Spark's own default profile back."""
+    quiet = spark_conf(EtlConfig(spark_jars_dir=str(tmp_path)))["spark.driver.extraJavaOptions"]
+    assert f"-Dlog4j2.configurationFile={QUIET_LOG4J.resolve().as_uri()}" in quiet.split()
+    assert "log4j2" not in spark_conf(EtlConfig(spark_jars_dir=str(tmp_path), verbose=True))["spark.driver.extraJavaOptions"]
+    props = dict(line.split(" = ", 1) for line in QUIET_LOG4J.read_text().splitlines() if " = " in line and not line.startswith("#"))
+    assert props["rootLogger.level"] == "warn" and props["appender.console.target"] == "SYSTEM_ERR"
+    assert props["logger.inbox.name"] == "org.apache.spark.rpc.netty.Inbox"
+    assert props["logger.inbox.filter.ignored.onMatch"] == "DENY"
 
 
 def test_spark_fetches_the_kafka_source_only_for_a_model_that_reads_a_topic(tmp_path):
@@ -82,7 +103,7 @@ def test_drivers_map_the_class_archive_of_their_java_once_it_is_written(tmp_path
     from etl.core.spark_conf import class_archive
 
     monkeypatch.setenv("JAVA_HOME", str(fake_jdk(tmp_path / "jdk")))
-    cfg = EtlConfig(spark_jars_dir=str(tmp_path / "jars"))
+    cfg = EtlConfig(spark_jars_dir=str(tmp_path / "jars"), verbose=True)  # Spark's own log profile: no -D option
     archive = class_archive(cfg)
     assert archive.parent == tmp_path / "jars" / "class-archives" and archive.suffix == ".jsa"
     assert spark_conf(cfg)["spark.driver.extraJavaOptions"] == JVM_OUTPUT_TO_STDERR  # not written yet
@@ -93,7 +114,7 @@ def test_drivers_map_the_class_archive_of_their_java_once_it_is_written(tmp_path
     assert spark_conf(own)["spark.driver.extraJavaOptions"].endswith(f"-XX:SharedArchiveFile={archive} -XX:TieredStopAtLevel=1")
     assert spark_conf(cfg.replace(spark_driver_java_options="-Xshare:off"))["spark.driver.extraJavaOptions"] == (
         f"{JVM_OUTPUT_TO_STDERR} -Xshare:off")
-    off = load_config(env={"ETL_SPARK_CLASS_ARCHIVE": "false", "ETL_SPARK_JARS_DIR": str(tmp_path / "jars")})
+    off = load_config(env={"ETL_SPARK_CLASS_ARCHIVE": "false", "ETL_VERBOSE": "true", "ETL_SPARK_JARS_DIR": str(tmp_path / "jars")})
     assert class_archive(off) is None and "SharedArchiveFile" not in spark_conf(off)["spark.driver.extraJavaOptions"]
 
     libjvm = tmp_path / "jdk" / "lib" / "server" / "libjvm.so"  # the same JDK, updated in place

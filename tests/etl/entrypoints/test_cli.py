@@ -154,3 +154,32 @@ def test_a_model_file_that_cannot_be_read_fails_with_exit_2_naming_it(capsys, tm
         err = capsys.readouterr().err
         assert f"model file {str(path)!r}" in err and said in err and "Traceback" not in err, err
     assert not (tmp_path / "w").exists()
+
+
+def test_the_command_s_lines_are_stamped_and_other_libraries_info_notes_are_off_unless_verbose(capsys):
+    """An always-on loader's log is read by time; Great Expectations' ~250 INFO lines a run buried
+    the command's four (issue 45)."""
+    import logging
+    import re
+
+    from etl.entrypoints.cli import _progress, configure_logging
+
+    _progress("batch 1/2 committed")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \[etl\] batch 1/2 committed\n", capsys.readouterr().err)
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    root.handlers.clear()
+    try:
+        configure_logging(verbose=False)
+        logging.getLogger("great_expectations.data_context").info("Saving 1 Fluent Datasources")
+        logging.getLogger("great_expectations.data_context").warning("a real warning")
+        logging.getLogger("etl.quality.report").info("quality report written")
+        err = capsys.readouterr().err
+        assert "Saving 1 Fluent" not in err and "a real warning" in err and "quality report written" in err
+        root.handlers.clear()
+        configure_logging(verbose=True)
+        logging.getLogger("great_expectations.data_context").info("Saving 1 Fluent Datasources")
+        assert "Saving 1 Fluent" in capsys.readouterr().err
+    finally:
+        root.handlers[:], _ = saved[0], root.setLevel(saved[1])

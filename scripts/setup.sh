@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create the virtual environment, install the pinned dependencies, let Spark fetch the Delta jars
-# once (recorded for every later driver) and write the drivers' class-data archive. Safe to run again.
+# once (recorded for every later driver), write the drivers' class-data archive and fetch the
+# scripts and styles of the Data Docs (npm registry). Safe to run again.
 set -euo pipefail
 venv=${1:-.venv}
 cd "$(dirname "$0")/.."
@@ -35,5 +36,20 @@ echo "==> installing pinned dependencies (about a minute with a warm pip cache)"
 "$venv/bin/python" -m pip install --quiet -c constraints.txt -e '.[dev]'
 echo "==> starting Spark once to fetch the Delta jars and write the drivers' class-data archive (about a minute)"
 mkdir -p var; if ! SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1} "$venv/bin/python" -m etl.io.spark > var/setup-spark.log 2>&1; then cat var/setup-spark.log >&2; echo "error: Spark could not start (log above, also in var/setup-spark.log)" >&2; exit 1; fi; grep -E "class-data archive|is ready" var/setup-spark.log || true
+# Data Docs offline: GX's pages load their scripts and styles from CDNs; fetch the same files once
+# from the npm registry (docs/decisions/offline-data-docs.md). Quiet when they are there; a failure
+# is reported and set-up goes on (Data Docs then keep their CDN links).
+"$venv/bin/python" -m etl.quality.offline_docs
+# The browser the Data Docs test opens them in (tests/etl/quality/test_offline_docs.py; it skips without).
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> installing chromium for the Data Docs browser test (apt-get, about a minute)"
+    export DEBIAN_FRONTEND=noninteractive
+    { apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }; } \
+      || echo "warning: 'apt-get install chromium' failed; the Data Docs browser test will skip" >&2
+  else
+    echo "note: chromium not found; the Data Docs browser test will skip (install it: apt-get install chromium)"
+  fi
+fi
 touch "$venv/.installed"
 echo "==> set-up done"

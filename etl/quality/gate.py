@@ -1,7 +1,8 @@
 """Great Expectations as a hard gate after each load, with Data Docs at a known path.
 
 The context is a file context under ``gx_root``; Data Docs are written to
-``<gx_root>/gx/uncommitted/data_docs/local_site/index.html``.
+``<gx_root>/gx/uncommitted/data_docs/local_site/index.html``, their pages pointed at the site's own
+copies of the scripts and styles GX loads from CDNs (etl.quality.offline_docs).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.io.runs import landing_changes, scan_sources
 from etl.io.tables import read
+from etl.quality.offline_docs import make_site_offline
 from etl.transforms.history import history_validity
 from etl.transforms.outcomes import INFER
 
@@ -243,6 +245,12 @@ def _run_suites(spark, cfg: EtlConfig, run_name: str, interval: Interval | None)
                         "unexpected_count": (r.result or {}).get("unexpected_count"),
                     }
                 )
+    # Each checkpoint above rebuilt the index and added its result's page, with CDN links: offline
+    # they render unstyled and the index's lists stay empty. The site's own copies instead.
+    try:
+        make_site_offline(data_docs_index(cfg).parent)
+    except OSError as exc:
+        log.warning("Data Docs under %s keep their CDN links: %s", data_docs_index(cfg).parent, exc)
     return {
         "run_key": run_name,
         "success": all(c["success"] for c in checks),

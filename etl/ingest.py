@@ -50,6 +50,7 @@ _CHECKED_FIXED = StructType(
         StructField("raw_line", StringType()),
         StructField("arrival_minute", TimestampType(), False),
         StructField("reject_reason", StringType()),
+        StructField("reject_field", StringType()),  # the field of the line (or change event) the reason is about
         StructField("source_id", StringType()),
         StructField("natural_key", StringType()),
         StructField("op", StringType()),
@@ -105,7 +106,7 @@ def check_file(f: dict, max_record_bytes: int, sources: tuple[str, ...], entity:
                     raise Reject("oversized_record")
                 u = check_input(line, f["source_id"], max_record_bytes, sources, entity, entity.input_of(f["source_id"]))
             except Reject as exc:
-                row.update(reject_reason=exc.reason, raw_line=printable(line, max_record_bytes))
+                row.update(reject_reason=exc.reason, reject_field=exc.field, raw_line=printable(line, max_record_bytes))
             else:
                 row.update(
                     source_id=u.source_id, natural_key=u.natural_key, op=u.op, source_seq=u.source_seq,
@@ -187,7 +188,7 @@ def check_records(records, meta: dict, max_record_bytes: int, sources: tuple[str
         try:
             u = check_input(value, spec.source, max_record_bytes, sources, entity, spec)
         except Reject as exc:
-            row.update(reject_reason=exc.reason, raw_line=printable(value, max_record_bytes))
+            row.update(reject_reason=exc.reason, reject_field=exc.field, raw_line=printable(value, max_record_bytes))
         else:
             row.update(source_id=u.source_id, natural_key=u.natural_key, op=u.op, source_seq=u.source_seq,
                        event_ts=u.event_ts, arrival_ts=ts, **u.columns())
@@ -273,6 +274,7 @@ def to_rejected(rejected: DataFrame, interval: Interval) -> DataFrame:
         "file_name",
         "line_number",
         F.col("reject_reason").alias("reason"),
+        F.col("reject_field").alias("reason_detail"),
         "raw_line",
         "arrival_minute",
     )

@@ -131,7 +131,7 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         tables.replace_where(to_rejected(rejected, interval), "rejected_updates", rejected_where)
         crash_point("ingest.rejected_written")
         tables.replace_where(to_landed_files(files, interval), "landed_files", files_where)
-        reasons = Counter({r[0]: r[1] for r in rejected.groupBy("reject_reason").count().collect()})
+        reasons = Counter({(r[0], r[1]): r[2] for r in rejected.groupBy("reject_reason", "reject_field").count().collect()})
         totals = files.agg(F.sum("file_lines"), F.sum("file_blank_lines")).first()
     finally:
         checked.unpersist()
@@ -151,7 +151,15 @@ def _check_recorded(interval: Interval, recorded: dict[str, tuple[int, str]], fi
 
 def ingest_summary(interval: Interval, files: int, skipped, n_lines: int, n_blank: int, reasons: Counter,
                    ranges: int = 0, kafka_lost: int = 0) -> dict:
+    """``reasons``: rejected lines per (reason, field), the field ``None`` for a reason about the
+    whole line."""
     n_rejected = sum(reasons.values())
+    by_reason: Counter = Counter()
+    by_field: dict[str, dict[str, int]] = {}
+    for (reason, field), n in sorted(reasons.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+        by_reason[reason] += n
+        if field is not None:
+            by_field.setdefault(reason, {})[field] = n
     return {
         "run_key": interval.run_key,
         "interval": [interval.start.isoformat(), interval.end.isoformat()],
@@ -163,7 +171,8 @@ def ingest_summary(interval: Interval, files: int, skipped, n_lines: int, n_blan
         "blank_lines": n_blank,
         "valid": n_lines - n_rejected,
         "rejected": n_rejected,
-        "rejected_by_reason": dict(sorted(reasons.items())),
+        "rejected_by_reason": dict(sorted(by_reason.items())),
+        "rejected_by_field": by_field,  # reason -> field of the line -> lines
     }
 
 
@@ -205,7 +214,8 @@ def run_ingest_summary(spark, cfg: EtlConfig, interval: Interval, skipped, kafka
     files = read(spark, cfg, "landed_files").where(run).agg(
         F.count(F.when(~kafka, 1)), F.count(F.when(kafka & F.col("file_name").rlike(":[0-9]+-[0-9]+$"), 1)),
         F.sum("lines"), F.sum("blank_lines")).first()
-    reasons = Counter({r[0]: r[1] for r in read(spark, cfg, "rejected_updates").where(run).groupBy("reason").count().collect()})
+    reasons = Counter({(r[0], r[1]): r[2]
+                       for r in read(spark, cfg, "rejected_updates").where(run).groupBy("reason", "reason_detail").count().collect()})
     return ingest_summary(interval, int(files[0]), skipped, int(files[2] or 0), int(files[3] or 0), reasons,
                           ranges=int(files[1]), kafka_lost=kafka_lost)
 
@@ -296,6 +306,7 @@ def report(cfg: EtlConfig, interval: Interval) -> dict:
         "outcomes": outcomes,
         "outcomes_total": sum(outcomes.values()),
         "rejected_by_reason": ingest_s.get("rejected_by_reason", {}),
+        "rejected_by_field": ingest_s.get("rejected_by_field", {}),
         "blank_lines": ingest_s.get("blank_lines", 0),
         "skipped": ingest_s.get("skipped", []),
         "kafka_records_lost": ingest_s.get("kafka_records_lost", 0),
@@ -327,6 +338,8 @@ def format_report(rep: dict, cfg: EtlConfig | None = None) -> str:
                      f"other content: not applied (duplicates_quarantine, reason sequence_conflict)")
     if rep["rejected_by_reason"]:
         lines.append("  rejected by reason  " + ", ".join(f"{k}={v}" for k, v in rep["rejected_by_reason"].items()))
+        for reason, fields in rep.get("rejected_by_field", {}).items():
+            lines.append(f"    {reason:<17} " + ", ".join(f"{f}={n}" for f, n in fields.items()))
     if rep.get("blank_lines"):
         lines.append(f"  blank lines         {rep['blank_lines']} (not updates)")
     if rep.get("kafka_records_lost"):

@@ -109,6 +109,9 @@ REJECTED_UPDATES = StructType(
         _s("reason", StringType(), False),
         _s("raw_line", StringType()),  # cut to max_record_bytes
         _s("arrival_minute", TimestampType(), False),
+        # The field of raw_line the reason is about (attributes.balance; a change event's own field,
+        # after.balance); null when the reason is about the whole line, or in an older warehouse's rows.
+        _s("reason_detail", StringType()),
     ]
 )
 

@@ -220,25 +220,26 @@ def _event_time(value: Any) -> Any:
     return value
 
 
-def as_line(event: dict, source_id: str, entity: Entity, spec: Input) -> dict:
-    """The change event as the project's own line (``docs/ingest.md``), or ``Reject``."""
-    schema = None
+def as_line(event: dict, source_id: str, entity: Entity, spec: Input) -> tuple[dict, dict[str, str]]:
+    """The change event as the project's own line (``docs/ingest.md``), or ``Reject``; and where
+    each field of the line came from in the event (a reject names the event's field)."""
+    schema, prefix = None, ""
     if "payload" in event and "schema" in event:  # the JSON converter with schemas.enable=true
-        schema, event = event["schema"], event["payload"]
+        schema, event, prefix = event["schema"], event["payload"], "payload."
         if not isinstance(event, dict):
-            raise Reject("bad_envelope")
+            raise Reject("bad_envelope", "payload")
     op = event.get("op")
     if not isinstance(op, str):
-        raise Reject("bad_envelope")
+        raise Reject("bad_envelope", f"{prefix}op")
     if op in UPSERT_OPS:
         block, kind = "after", "upsert"
     elif op in DELETE_OPS:
         block, kind = "before", "delete"
     else:
-        raise Reject("bad_op")
+        raise Reject("bad_op", f"{prefix}op")
     row = event.get(block)
     if not isinstance(row, dict):
-        raise Reject("bad_envelope")
+        raise Reject("bad_envelope", f"{prefix}{block}")
     scales = _declared_scales(schema, block)
     source = event.get("source")
     connector = source.get("connector") if isinstance(source, dict) else None
@@ -255,7 +256,10 @@ def as_line(event: dict, source_id: str, entity: Entity, spec: Input) -> dict:
     for c in entity.key:
         line[c.name] = value(c)
     line["attributes"] = {c.name: value(c) for c in entity.attributes}
-    return line
+    where = {"event_ts": prefix + spec.event_time, "source_seq": ",".join(prefix + p for p in spec.sequence), "op": f"{prefix}op",
+             **{c.name: f"{prefix}{block}.{spec.field_of(c.name)}" for c in entity.key},
+             **{f"attributes.{c.name}": f"{prefix}{block}.{spec.field_of(c.name)}" for c in entity.attributes}}
+    return line, where
 
 
 def check_change(value: bytes | None, source_id: str, max_record_bytes: int, sources: tuple[str, ...],
@@ -265,14 +269,18 @@ def check_change(value: bytes | None, source_id: str, max_record_bytes: int, sou
         return None
     event = parse_object(value, max_record_bytes)
     try:
-        line = as_line(event, source_id, entity, spec)
+        line, where = as_line(event, source_id, entity, spec)
     except Reject:
         raise
     except (ArithmeticError, AttributeError, LookupError, TypeError, ValueError, RecursionError):
         # An envelope shaped unlike any connector's (a schema of the wrong types, numbers past any
         # bound) must not stop every run that reads it again: it is a bad event, quarantined.
         raise Reject("bad_envelope") from None
-    return check_record(line, source_id, sources, entity)
+    try:
+        return check_record(line, source_id, sources, entity)
+    except Reject as exc:
+        exc.field = where.get(exc.field, exc.field) if exc.field else None  # the event's field, not the line's
+        raise
 
 
 def check_input(value: bytes | None, source_id: str, max_record_bytes: int, sources: tuple[str, ...],

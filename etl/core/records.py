@@ -73,12 +73,29 @@ _MICROSECOND = timedelta(microseconds=1)
 
 
 class Reject(Exception):
-    """The line's reason; raised by the checks below and caught once per line."""
+    """The line's reason, and the field of the line it concerns when one does (``rejected_updates``'
+    ``reason_detail``: ``attributes.balance``, not the whole line to re-read by hand); raised by the
+    checks below and caught once per line."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: str, field: str | None = None) -> None:
         assert reason in REJECT_REASONS, reason
         super().__init__(reason)
         self.reason = reason
+        self.field = field
+
+    def at(self, field: str) -> "Reject":
+        """This reason, about ``field`` (the innermost check that named one wins)."""
+        if self.field is None:
+            self.field = field
+        return self
+
+
+def _checked(field: str, check: Callable, *args):
+    """``check(*args)``, a ``Reject`` it raises naming ``field``."""
+    try:
+        return check(*args)
+    except Reject as exc:
+        raise exc.at(field) from None
 
 
 @dataclass(frozen=True)
@@ -184,7 +201,8 @@ def parse_object(line: bytes, max_record_bytes: int) -> dict:
     def pairs(items: list) -> dict:
         out = dict(items)
         if len(out) != len(items):
-            duplicates.append(True)
+            seen = set()
+            duplicates.extend(k for k, _ in items if k in seen or seen.add(k))
         return out
 
     decoder = json.JSONDecoder(object_pairs_hook=pairs, parse_float=Decimal, parse_constant=_no_constants)
@@ -197,7 +215,7 @@ def parse_object(line: bytes, max_record_bytes: int) -> dict:
     if not isinstance(value, dict):
         raise Reject("not_an_object")
     if duplicates:
-        raise Reject("duplicate_field")
+        raise Reject("duplicate_field", duplicates[0])
     return value
 
 
@@ -414,39 +432,40 @@ def check_record(rec: dict, path_source_id: str, sources: tuple[str, ...] = (), 
     """The typed update of a parsed object, or ``Reject`` (checks in ``REJECT_REASONS`` order).
     Fields the entity does not declare are ignored, at any level."""
     r = rules(entity)
-    source_id = _key_text(rec.get("source_id"), "missing_source_id", "bad_source_id", integers=False)
+    source_id = _checked("source_id", _key_text, rec.get("source_id"), "missing_source_id", "bad_source_id", False)
     if source_id != path_source_id:
-        raise Reject("source_mismatch")
+        raise Reject("source_mismatch", "source_id")
     if sources and source_id not in sources:
-        raise Reject("unknown_source")
+        raise Reject("unknown_source", "source_id")
     key, texts = {}, []
     for name, check in r.key:
         value = rec.get(name)
         if value is None:
-            raise Reject("missing_natural_key")
-        key[name], text = check(value)
+            raise Reject("missing_natural_key", name)
+        key[name], text = _checked(name, check, value)
         texts.append(text)
     op = rec.get("op")
     if op not in ("upsert", "delete") or not isinstance(op, str):
-        raise Reject("bad_op")
+        raise Reject("bad_op", "op")
     attributes = rec.get("attributes")
     if attributes is None:
         attributes = {}
     if not isinstance(attributes, dict):
-        raise Reject("bad_attributes")
-    source_seq = _sequence(attributes, r.sequence, rec.get("source_seq"))
-    event_ts = _timestamp(rec.get("event_ts"), "bad_event_ts")
+        raise Reject("bad_attributes", "attributes")
+    sequence_field = "source_seq" if r.sequence is None else f"attributes.{r.sequence.name}"
+    source_seq = _checked(sequence_field, _sequence, attributes, r.sequence, rec.get("source_seq"))
+    event_ts = _checked("event_ts", _timestamp, rec.get("event_ts"), "bad_event_ts")
     arrival = rec.get("arrival_ts")
-    arrival_ts = None if arrival is None else _timestamp(arrival, "bad_arrival_ts")
+    arrival_ts = None if arrival is None else _checked("arrival_ts", _timestamp, arrival, "bad_arrival_ts")
     typed = {}
     for name, check in r.attributes:
         value = attributes.get(name)
-        typed[name] = None if value is None else check(value)
+        typed[name] = None if value is None else _checked(f"attributes.{name}", check, value)
     for name, check in r.required:  # the dimension's key rules (a missing value too): an inferred member must be a key it accepts
         try:
             check(attributes.get(name))
         except Reject:
-            raise Reject("missing_reference") from None
+            raise Reject("missing_reference", f"attributes.{name}") from None
     return Update(
         source_id=source_id,
         natural_key=encode_key(tuple(texts)),

@@ -27,6 +27,12 @@ BAD_LINES = {
     "bad_arrival_ts": good(arrival_ts="soon"),
     "bad_attribute_type": good(attributes={"balance": "lots"}),
 }
+BAD_FIELDS = {  # the field of the line each reason names (reason_detail); None: the whole line
+    "oversized_record": None, "malformed_json": None, "not_an_object": None, "missing_source_id": "source_id",
+    "source_mismatch": "source_id", "missing_natural_key": "natural_key", "oversized_natural_key": "natural_key",
+    "bad_op": "op", "bad_source_seq": "source_seq", "bad_event_ts": "event_ts", "bad_arrival_ts": "arrival_ts",
+    "bad_attribute_type": "attributes.balance",
+}
 
 
 def test_each_bad_line_gets_its_reason_and_good_lines_pass(spark, cfg):
@@ -36,11 +42,14 @@ def test_each_bad_line_gets_its_reason_and_good_lines_pass(spark, cfg):
     assert summary["lines"] == len(BAD_LINES) + 2  # the blank line is not an update
     assert summary["valid"] == 2
     assert summary["rejected_by_reason"] == {reason: 1 for reason in BAD_LINES}
-    rejected = read(spark, cfg, "rejected_updates").select("line_number", "reason").orderBy("line_number")
+    # Where, not only why (issue 45): the field of the line each reason is about.
+    assert summary["rejected_by_field"] == {reason: {field: 1} for reason, field in BAD_FIELDS.items() if field}
+    rejected = read(spark, cfg, "rejected_updates").select("line_number", "reason", "reason_detail").orderBy("line_number")
     expected = spark.createDataFrame(
-        [(i + 2, reason) for i, reason in enumerate(BAD_LINES)], rejected.schema
+        [(i + 2, reason, BAD_FIELDS[reason]) for i, reason in enumerate(BAD_LINES)], rejected.schema
     )
     assert_df_equality(rejected, expected)
+    assert "attributes.balance=1" in jobs.format_report(jobs.report(cfg, INTERVAL))
     row = read(spark, cfg, "ingested_updates").orderBy("natural_key").first()
     assert (row.natural_key, row.op, row.city, str(row.balance), row.source_seq) == ("1", "upsert", "Oslo", "12.50", 5)
     assert row.update_id.endswith("updates-20261122T0100.jsonl:000000001")

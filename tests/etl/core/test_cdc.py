@@ -85,29 +85,33 @@ def test_the_sequence_of_a_source_seq_entity_is_the_log_position():
     assert u.attributes["launched"] == date(2024, 10, 4)
 
 
-@pytest.mark.parametrize("value, reason", [
-    (b"{not json", "malformed_json"),
-    (b"[1, 2]", "not_an_object"),
-    (b'{"op": "u", "op": "c"}', "duplicate_field"),
-    (json.dumps({"after": ROW, "source": SOURCE}).encode(), "bad_envelope"),  # no op
-    (event("c", after=None), "bad_envelope"),  # an insert without its row
-    (event("d", before=None, after=None), "bad_envelope"),
-    (event("t", after=None), "bad_op"),  # a truncate names no row
-    (event("m", after=None), "bad_op"),
-    (event(after={**ROW, "id": None}), "missing_natural_key"),
-    (event(after={**ROW, "id": "forty-two"}), "bad_natural_key"),
-    (event(source={**SOURCE, "lsn": None}), "bad_source_seq"),
-    (event(source={**SOURCE, "lsn": -1}), "bad_source_seq"),
-    (event(source={**SOURCE, "lsn": 2**63}), "bad_source_seq"),  # past the 63 bits a sequence is stored in
-    (event(source={**SOURCE, "ts_ms": None}), "bad_event_ts"),
-    (event(after={**ROW, "credit_limit": "1200.50"}), "bad_attribute_type"),  # string mode's text, precise declared
-    (event(after={**ROW, "vip": "yes"}), "bad_attribute_type"),
-    (b"x" * 70000, "oversized_record"),
+@pytest.mark.parametrize("value, reason, field", [
+    (b"{not json", "malformed_json", None),
+    (b"[1, 2]", "not_an_object", None),
+    (b'{"op": "u", "op": "c"}', "duplicate_field", "op"),
+    (json.dumps({"after": ROW, "source": SOURCE}).encode(), "bad_envelope", "op"),  # no op
+    (event("c", after=None), "bad_envelope", "after"),  # an insert without its row
+    (event("d", before=None, after=None), "bad_envelope", "before"),
+    (event("t", after=None), "bad_op", "op"),  # a truncate names no row
+    (event("m", after=None), "bad_op", "op"),
+    (event(after={**ROW, "id": None}), "missing_natural_key", "after.id"),
+    (event(after={**ROW, "id": "forty-two"}), "bad_natural_key", "after.id"),
+    (event(source={**SOURCE, "lsn": None}), "bad_source_seq", "source.lsn"),
+    (event(source={**SOURCE, "lsn": -1}), "bad_source_seq", "source.lsn"),
+    (event(source={**SOURCE, "lsn": 2**63}), "bad_source_seq", "source.lsn"),  # past the 63 bits a sequence is stored in
+    (event(source={**SOURCE, "ts_ms": None}), "bad_event_ts", "source.ts_ms"),
+    (event(after={**ROW, "credit_limit": "1200.50"}), "bad_attribute_type", "after.credit_limit"),  # string mode's text, precise declared
+    (event(after={**ROW, "vip": "yes"}), "bad_attribute_type", "after.vip"),
+    (event(after={**ROW, "full_name": 7}), "bad_attribute_type", "after.full_name"),  # the column name, from the event's field
+    (json.dumps({"schema": {"type": "struct"}, "payload": json.loads(event(after={**ROW, "vip": "yes"}))}).encode(),
+     "bad_attribute_type", "payload.after.vip"),
+    (b"x" * 70000, "oversized_record", None),
 ])
-def test_each_bad_event_gets_its_reason(value, reason):
+def test_each_bad_event_gets_its_reason_and_the_event_s_field(value, reason, field):
+    """``reason_detail`` names the change event's own field (issue 45): what the user finds in raw_line."""
     with pytest.raises(Reject) as err:
         crm(value)
-    assert err.value.reason == reason
+    assert (err.value.reason, err.value.field) == (reason, field)
 
 
 def test_a_missing_log_position_is_a_bad_sequence():

@@ -105,6 +105,32 @@ def test_each_bad_line_gets_its_reason(name):
     assert reason(raw, max_record_bytes=200 if name == "oversized" else 1 << 20) == want
 
 
+FIELD_OF_REASON = {  # the field of the line a reason is about (rejected_updates.reason_detail); absent: the whole line
+    "bad_source_id": "source_id", "missing_source_id": "source_id", "bad_natural_key": "natural_key",
+    "missing_natural_key": "natural_key", "oversized_natural_key": "natural_key", "bad_op": "op",
+    "bad_source_seq": "source_seq", "bad_event_ts": "event_ts", "bad_arrival_ts": "arrival_ts", "bad_attributes": "attributes",
+}
+ATTRIBUTE_OF_CASE = {"name a number": "name", "city an object": "city", "a NUL in a name": "name", "U+0001 in a city": "city"}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_each_bad_line_names_the_field_its_reason_is_about(name):
+    """Where, not only why (issue 45): with ten attributes, ``bad_attribute_type`` alone had the user
+    re-read raw_line by hand."""
+    raw, want = CASES[name]
+    with pytest.raises(Reject) as err:
+        check_line(raw, "crm", 200 if name == "oversized" else 1 << 20)
+    if want in ("bad_attribute_type", "bad_attribute_value"):
+        expected = f"attributes.{ATTRIBUTE_OF_CASE.get(name, 'balance')}"
+    elif want == "duplicate_field":
+        expected = "natural_key" if name == "a field twice" else "city"
+    elif want == "bad_encoding" and name in ("invalid UTF-8 in a key", "a lone surrogate escape"):
+        expected = "natural_key" if name == "a lone surrogate escape" else None  # invalid bytes fail the whole line's decoding
+    else:
+        expected = FIELD_OF_REASON.get(want)
+    assert err.value.field == expected
+
+
 def test_every_reason_is_exercised():
     # missing_reference is a fact's (test_a_fact_line_needs_its_references), bad_envelope a change event's (test_cdc.py)
     assert {want for _, want in CASES.values()} | {"source_mismatch", "unknown_source", "missing_reference", "bad_envelope"} == set(REJECT_REASONS)

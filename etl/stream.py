@@ -27,13 +27,13 @@ from pathlib import Path
 
 from etl import jobs
 from etl.core.config import EtlConfig
-from etl.core.interval import Interval
-from etl.core.stream_plan import next_wake, ready_through, schedule_interval, windows_before
+from etl.core.interval import Interval, overlapping
+from etl.core.stream_plan import next_wake, ready_through, schedule_interval, stream_overlap_advice, windows_before
 from etl.io.files import write_json
 from etl.io.kafka import KafkaUnavailable, check_broker
 from etl.io.landing import Skipped
 from etl.io.lock import WarehouseLocked
-from etl.io.runs import check_no_overlap, known_runs, run_finished
+from etl.io.runs import OverlappingRunError, check_no_overlap, has_started, known_runs, run_finished, snapshot_runs
 from etl.io.stream_status import HEARTBEAT, stream_dir
 from etl.io.tables import ensure_tables
 from etl.load.loader import Loader
@@ -44,6 +44,47 @@ log = logging.getLogger(__name__)
 
 class RunStartedElsewhere(RuntimeError):
     """The stream's next run was started by another loader (a DAG run, ``etl ingest`` or ``etl load``)."""
+
+
+def _intervals(run_keys) -> list[Interval]:
+    out = []
+    for key in run_keys:
+        try:
+            out.append(Interval.from_run_key(key))
+        except ValueError:
+            continue  # not an interval: overlaps nothing
+    return out
+
+
+def first_run(cfg: EtlConfig, start: datetime | None, known: set[str], now: datetime) -> Interval:
+    """The run a stream without an open run starts with: the schedule's interval holding
+    ``start``, else the one holding the last known run's end, else the one holding now."""
+    if start is not None:
+        return schedule_interval(cfg.schedule, start)
+    ends = [i.end for i in _intervals(known)]
+    return schedule_interval(cfg.schedule, max(ends) if ends else now)
+
+
+def runs_on_record(cfg: EtlConfig) -> set[str]:
+    """The runs the warehouse's files name, read without Spark: stage summaries under runs_root
+    and run snapshots under meta_root (the tables are read again once Spark is up)."""
+    keys = set(snapshot_runs(cfg))
+    if cfg.runs_path.is_dir():
+        keys |= {p.name for p in cfg.runs_path.iterdir()
+                 if p.is_dir() and any((p / f"{stage}.json").exists() for stage in ("ingest", "load"))}
+    return keys
+
+
+def check_stream_start(cfg: EtlConfig, start: datetime | None, now: datetime | None = None) -> None:
+    """Before Spark starts (minutes on 2 cores): refuse a first run that overlaps a run on record,
+    saying what to do. A stream with an open run resumes it."""
+    if any(p.name != HEARTBEAT for p in stream_dir(cfg).glob("*.json")):
+        return
+    known = runs_on_record(cfg)
+    planned = first_run(cfg, start, known, now or datetime.now(timezone.utc))
+    others = _intervals(overlapping(planned, known))
+    if others:
+        raise OverlappingRunError(stream_overlap_advice(cfg.schedule, planned, others, _intervals(known)))
 
 
 class Stream:
@@ -86,17 +127,7 @@ class Stream:
         opened = sorted(p for p in stream_dir(self.cfg).glob("*.json") if p.name != HEARTBEAT)
         if opened:
             return Interval.from_run_key(opened[0].stem)
-        if start is not None:
-            return schedule_interval(self.cfg.schedule, start)
-        ends = []
-        for key in known_runs(self.spark, self.cfg):
-            try:
-                ends.append(Interval.from_run_key(key).end)
-            except ValueError:
-                continue  # not an interval: overlaps nothing
-        if ends:
-            return schedule_interval(self.cfg.schedule, max(ends))
-        return schedule_interval(self.cfg.schedule, self.clock())
+        return first_run(self.cfg, start, known_runs(self.spark, self.cfg) if start is None else set(), self.clock())
 
     def _state_path(self, interval: Interval) -> Path:
         return stream_dir(self.cfg) / f"{interval.run_key}.json"
@@ -115,7 +146,10 @@ class Stream:
                 f"run {interval.run_key} was started by another loader (a DAG run, etl ingest or etl load); "
                 f"finish it (etl run --start {interval.start:%Y-%m-%dT%H:%M} --end {interval.end:%Y-%m-%dT%H:%M}) "
                 f"and start the stream again")
-        check_no_overlap(self.spark, self.cfg, interval, known)
+        others = overlapping(interval, known)
+        if others and all(has_started(self.spark, self.cfg, k) for k in others):
+            raise OverlappingRunError(stream_overlap_advice(self.cfg.schedule, interval, _intervals(others), _intervals(known)))
+        check_no_overlap(self.spark, self.cfg, interval, known)  # an overlapping run only ingested: its own advice
         state = {"run_key": interval.run_key, "ingested_through": interval.start.isoformat(), "skipped": [],
                  "batches": [], "skipped_batches": 0, "recovered_batches": 0}
         write_json(path, state)

@@ -110,3 +110,42 @@ def dag_route(interval: Interval, load_summary: dict | None, heartbeat: dict | N
     if open_run and Interval.from_run_key(open_run).start >= interval.end:
         return "load"
     return "wait" if waited_s < max_wait_s else "late"
+
+
+def schedule_of(runs: list[Interval]) -> str | None:
+    """A cron schedule whose data intervals are these runs' length (all the same), when there is one."""
+    lengths = {int((r.end - r.start).total_seconds()) // MINUTE for r in runs}
+    if len(lengths) != 1:
+        return None
+    minutes = lengths.pop()
+    if minutes == 60:
+        return "@hourly"
+    if minutes == 24 * 60:
+        return "@daily"
+    if 0 < minutes < 60 and 60 % minutes == 0:
+        return f"*/{minutes} * * * *"
+    return None
+
+
+def first_start_after(schedule: str, runs: list[Interval]) -> datetime:
+    """The start of the schedule's first data interval that begins at or after every run's end."""
+    last_end = max(r.end for r in runs)
+    interval = schedule_interval(schedule, last_end)
+    while interval.start < last_end:
+        interval = schedule_interval(schedule, interval.end)
+    return interval.start
+
+
+def stream_overlap_advice(schedule: str, planned: Interval, overlapping: list[Interval], runs: list[Interval]) -> str:
+    """Why the stream cannot load ``planned`` and what to do: start after the runs loaded so far,
+    or take the schedule that loaded them ("rerun that exact interval" is a scheduled run's advice)."""
+    minutes = sorted({int((o.end - o.start).total_seconds()) // MINUTE for o in overlapping})
+    named = ", ".join(o.run_key for o in overlapping[:3]) + (f" and {len(overlapping) - 3} more" if len(overlapping) > 3 else "")
+    used = schedule_of(runs)
+    start = first_start_after(schedule, runs)
+    text = (f"the stream's run {planned.run_key} (schedule {schedule!r}) overlaps {len(overlapping)} run(s) loaded before "
+            f"({named}; {'/'.join(map(str, minutes))} minutes long): runs must not share landing minutes. Either start "
+            f"after the runs loaded so far: etl stream --start {start:%Y-%m-%dT%H:%M}")
+    if used and used != schedule:
+        text += f"; or use the schedule that loaded them: --set schedule='{used}' (or ETL_SCHEDULE='{used}')"
+    return text

@@ -125,3 +125,24 @@ def test_the_route_task_reads_the_stream_s_files(tmp_path, monkeypatch):
     summary.parent.mkdir(parents=True)
     summary.write_text(json.dumps({"loaded_by": "stream"}))
     assert stream_route(T0, at(5)) == STREAM_LOADED
+
+
+def test_a_stream_overlapping_the_runs_loaded_before_says_to_start_after_them_or_take_their_schedule():
+    """After `make demo` (runs of 5 minutes under ``*/5 * * * *``), a stream on the default
+    ``@hourly`` plans 14:00-15:00 over the demo's 14:25-14:30: the refusal said "rerun that exact
+    interval instead", advice for a scheduled run (issue 45)."""
+    from etl.core.stream_plan import first_start_after, schedule_of, stream_overlap_advice
+
+    demo = [Interval(datetime(2026, 11, 22, 14, 20, tzinfo=timezone.utc), datetime(2026, 11, 22, 14, 25, tzinfo=timezone.utc)),
+            Interval(datetime(2026, 11, 22, 14, 25, tzinfo=timezone.utc), datetime(2026, 11, 22, 14, 30, tzinfo=timezone.utc))]
+    assert schedule_of(demo) == "*/5 * * * *"
+    assert schedule_of([Interval(datetime(2026, 11, 22, 14, tzinfo=timezone.utc), datetime(2026, 11, 22, 15, tzinfo=timezone.utc))]) == "@hourly"
+    assert schedule_of([*demo, Interval(datetime(2026, 11, 22, 15, tzinfo=timezone.utc), datetime(2026, 11, 22, 16, tzinfo=timezone.utc))]) is None
+    assert first_start_after("@hourly", demo) == datetime(2026, 11, 22, 15, tzinfo=timezone.utc)
+    assert first_start_after("*/5 * * * *", demo) == datetime(2026, 11, 22, 14, 30, tzinfo=timezone.utc)
+    planned = schedule_interval("@hourly", demo[-1].end)
+    text = stream_overlap_advice("@hourly", planned, demo[1:], demo)
+    assert "overlaps 1 run(s) loaded before (20261122T1425-20261122T1430; 5 minutes long)" in text
+    assert "etl stream --start 2026-11-22T15:00" in text and "--set schedule='*/5 * * * *'" in text
+    assert "rerun that exact interval" not in text
+    assert "--set schedule" not in stream_overlap_advice("*/5 * * * *", demo[1], demo[1:], demo)  # already theirs

@@ -183,3 +183,29 @@ def test_the_command_s_lines_are_stamped_and_other_libraries_info_notes_are_off_
         assert "Saving 1 Fluent" in capsys.readouterr().err
     finally:
         root.handlers[:], _ = saved[0], root.setLevel(saved[1])
+
+
+def test_a_stream_overlapping_the_runs_on_record_is_refused_before_spark_starts(capsys, tmp_path, monkeypatch):
+    """`etl stream` after `make demo` (runs of 5 minutes) on the default @hourly schedule: refused
+    in a second with what to do, not after 3.5 minutes of Spark's start-up (issue 45)."""
+    import signal
+
+    import etl.io.spark
+
+    monkeypatch.setattr(signal, "signal", lambda *_a: None)  # `etl stream` ignores SIGTERM: not this test process
+
+    def no_spark(*_a, **_k):
+        raise AssertionError("Spark was started before the overlap was found")
+
+    monkeypatch.setattr(etl.io.spark, "build_spark_session", no_spark)
+    for key in ("20261122T1420-20261122T1425", "20261122T1425-20261122T1430"):  # what the demo's `etl run`s leave
+        (tmp_path / "runs" / key).mkdir(parents=True)
+        (tmp_path / "runs" / key / "load.json").write_text("{}")
+    roots = ["--set", f"runs_root={tmp_path / 'runs'}", "--warehouse-root", str(tmp_path / "wh"), "--set", "schedule=@hourly"]
+    assert main(["stream", *roots]) == EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert "overlaps 2 run(s) loaded before (20261122T1420-20261122T1425, 20261122T1425-20261122T1430; 5 minutes" in err
+    assert "etl stream --start 2026-11-22T15:00" in err and "--set schedule='*/5 * * * *'" in err
+    # The schedule that loaded them: the stream goes on after them (Spark is asked for then).
+    with pytest.raises(AssertionError, match="Spark was started"):
+        main(["stream", *roots[:-2], "--set", "schedule=*/5 * * * *"])

@@ -133,6 +133,16 @@ def build_parser() -> argparse.ArgumentParser:
                                         "else the one after the last run loaded, else the current one)")
     stream.add_argument("--until", help="stop once every run starting before this time is loaded (default: run until stopped)")
 
+    show = sub.add_parser("show", help="print a table or view of the entity (no name: list them with their rows)")
+    _common(show)
+    show.add_argument("name", nargs="?", help="key_map, the entity's table (customer_current, orders_fact: with its "
+                                              "dimensions' natural keys), outcome_log, rejected_updates, ...")
+    show.add_argument("--run", default="", metavar="RUN_KEY", help="only this run's rows (20261122T0305-20261122T0310)")
+    show.add_argument("--where", default="", metavar="CONDITION", help="a Spark SQL condition, e.g. \"city = 'Oslo'\"")
+    show.add_argument("--limit", type=int, default=20, help="rows to print (default 20)")
+    show.add_argument("--columns", default="", help="comma-separated columns to print (default: all)")
+    show.add_argument("--json", action="store_true", help="JSON lines, whole values")
+
     unlock = sub.add_parser("unlock", help="remove the load lock when its holder is gone (--force: whatever holds it)")
     _common(unlock)
     unlock.add_argument("--force", action="store_true", help="remove it even if its holder may be running (another host)")
@@ -266,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             return _generate(args, cfg)
         from etl.core.interval import Interval, parse_minute
 
-        interval = Interval.parse(args.start, args.end) if args.command not in ("init", "maintain", "unlock", "stream") else None
+        interval = Interval.parse(args.start, args.end) if args.command not in ("init", "maintain", "unlock", "stream", "show") else None
         if args.command == "stream":
             from etl.core.interval import parse_ts
 
@@ -394,6 +404,15 @@ def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> 
         return 0
     if args.command == "stream":
         return _stream(spark, cfg, args)
+    if args.command == "show":
+        from etl import show
+
+        if not args.name:
+            print(show.listing(spark, cfg))
+            return 0
+        columns = tuple(c.strip() for c in args.columns.split(",") if c.strip())
+        print(show.show(spark, cfg, args.name, args.run, args.where, args.limit, columns, args.json))
+        return 0
     if args.command == "maintain":
         from etl.maintenance import maintain
 

@@ -308,3 +308,18 @@ def test_a_fact_reads_the_version_of_a_history_dimension_valid_at_its_event_time
         assert {r.order_id: r.customer_sk__name for r in rows} == want, (strategy, order_name)
         assert len(rows) == len(want)  # exactly one version per fact
         assert {r.order_id for r in rows if r.customer_sk__is_inferred} == {102, 105}
+
+
+def test_etl_show_prints_a_fact_with_the_natural_key_each_reference_stands_for(spark, warehouses):
+    """`etl show orders_fact`: beside each reference, its dimension's natural key (issue 45)."""
+    from etl.show import show
+
+    root = warehouses[CASES[0]]
+    orders = config(root, CASES[0][0], "orders")
+    rows = [json.loads(line) for line in show(spark, orders, "orders_fact", limit=1000, as_json=True).splitlines()]
+    assert len(rows) == read(spark, orders, "orders_fact").count() > 0
+    for ref in orders.entity_model.references:
+        keys = {k: v.split("/", 1)[1] for k, v in stands_for(spark, orders.for_entity(ref.dimension)).items()}
+        assert [r[f"{ref.name}__natural_key"] for r in rows] == [keys[r[ref.name]] for r in rows]
+        names = list(rows[0])
+        assert names.index(f"{ref.name}__natural_key") == names.index(ref.name) + 1

@@ -327,7 +327,9 @@ def main(argv: list[str] | None = None) -> int:
             from etl.quality.gate import import_in_background
 
             importing = import_in_background()  # the quality gate's library, while the JVM starts
+        started = time.monotonic()
         spark = build_spark_session(cfg, app_name=f"etl-{args.command}")
+        _progress(f"Spark session ready ({time.monotonic() - started:.0f} s)")
         if importing is not None:
             importing.join()
         return _run(spark, cfg, args, interval, move_to)
@@ -432,6 +434,7 @@ def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> 
         _print(jobs.discard(spark, cfg, interval), True)
         return 0
     if args.command in ("ingest", "run"):
+        _progress(f"ingesting run {interval.run_key}: the landing files of its minutes")
         summary = jobs.ingest(spark, cfg, interval)
         _progress(f"ingested {summary['valid']} valid, {summary['rejected']} rejected of {summary['lines']} lines")
         if summary.get("kafka_records_lost"):
@@ -445,6 +448,7 @@ def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> 
         summary = jobs.load(spark, cfg, interval, progress=_progress)
         _progress(f"loaded: {summary['outcomes']}, {summary['keys_allocated']} keys allocated")
     if args.command in ("validate", "run"):
+        _progress("validating: the expectation suites (quality gate) and Data Docs")
         summary = jobs.validate(spark, cfg, interval)
         _progress(f"quality gate passed; Data Docs: {summary['data_docs']}")
     if args.command == "run":

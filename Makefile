@@ -23,7 +23,7 @@ test: setup  ## the three tiers below in one session (one Spark session shared);
 test-gate: setup  ## the quick gate: the pure tier, every module imported, and each guarantee's cheapest Spark or process test (tests/gate.py)
 	$(PY) -m pytest -m "(gate or not (spark or e2e)) and not slow" $(PYTEST_ARGS)
 
-test-pure: setup  ## tier 1, no JVM: policies, records, config, registry, simulator, DAG wiring (about a minute)
+test-pure: setup  ## tier 1, no JVM: policies, records, config, registry, simulator, DAG wiring, the offline Data Docs in a browser (about two minutes)
 	$(PY) -m pytest -m "not spark and not e2e and not slow" $(PYTEST_ARGS)
 
 test-fast: test-pure
@@ -41,11 +41,11 @@ test-slow: setup  ## the slow tier: random SIGKILLs of whole runs (3 strategies)
 simulate: setup  ## the thesis's Figures 6.5-6.13 from the simulator (about 9 minutes)
 	$(VENV)/bin/etl simulate figures --out docs/results/simulator
 
-benchmark-stream: setup  ## the always-on loader (etl stream) timed live beside the scheduled way on one stream (about 15 minutes)
+benchmark-stream: setup  ## the always-on loader (etl stream) timed live beside the scheduled way on one stream (about 20 minutes)
 	$(PY) -m benchmarks.stream_live
 
 FULLWORK ?= var/fullwork
-benchmark-targets: setup  ## issue 26's targets at full size (20 M keys) in one run: seed, batch time against the hand-written baseline, the always-on loader (about 2 hours)
+benchmark-targets: setup  ## issue 26's targets at full size (20 M keys) in one run: seed, batch time against the hand-written baseline, the always-on loader (about 1.5 hours)
 	$(PY) -m benchmarks.strategies --size full --seed-only --work $(FULLWORK)
 	$(PY) -m benchmarks.strategies --size full --rates 1000 --minutes 6 --strategies native,partitioned-range,handwritten \
 	    --work $(FULLWORK) --out docs/results/targets

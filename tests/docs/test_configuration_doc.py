@@ -60,3 +60,12 @@ def test_every_setting_is_named_in_backticks_on_the_page():
 def test_the_table_names_no_setting_that_does_not_exist():
     unknown = sorted(_settings_in_table() - set(FIELDS))
     assert not unknown, f"docs/configuration.md names settings EtlConfig does not have: {', '.join(unknown)}"
+
+
+def test_the_readme_starts_the_stream_on_the_schedule_the_demo_loaded_with():
+    """After `make demo`, the README's `etl stream` must go on after the demo's run: on another
+    schedule its first interval overlaps the demo's and is refused (issue 45)."""
+    root = Path(__file__).resolve().parents[2]
+    demo = re.search(r'ETL_SCHEDULE=\$\{ETL_SCHEDULE:-"([^"]+)"\}', (root / "scripts" / "demo-env.sh").read_text())
+    assert demo, "scripts/demo-env.sh no longer sets the demo's schedule"
+    assert f"ETL_SCHEDULE='{demo[1]}' etl stream" in (root / "README.md").read_text()

@@ -9,7 +9,7 @@ import json
 from datetime import date, datetime
 from decimal import Decimal
 
-from pyspark.errors import AnalysisException
+from pyspark.errors import AnalysisException, PySparkException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -65,7 +65,7 @@ def shown(spark, cfg: EtlConfig, name: str, run_key: str = "", where: str = "", 
         df = read(spark, cfg, name)
         if run_key:
             if "run_key" not in df.columns:
-                with_run = [n for n in names(entity) if "run_key" in _columns(spark, cfg, n)]
+                with_run = [n for n in names(entity) if "run_key" in _columns(cfg, n)]
                 raise ConfigError(f"{name} has no run_key: --run filters {', '.join(with_run)}")
             df = df.where(F.col("run_key") == run_key)
         if where:
@@ -80,7 +80,7 @@ def shown(spark, cfg: EtlConfig, name: str, run_key: str = "", where: str = "", 
     return df
 
 
-def _columns(spark, cfg: EtlConfig, name: str) -> list[str]:
+def _columns(cfg: EtlConfig, name: str) -> list[str]:
     view = views(cfg.entity_model).get(name)
     return (view.schema if view else tables(cfg.entity_model)[name].schema).fieldNames()
 
@@ -98,12 +98,8 @@ def _text(value) -> str:
     return str(value)
 
 
-def format_rows(columns: list[str], rows: list[tuple], more: bool, as_json: bool = False) -> str:
-    """Rows as a text table (values cut at ``MAX_CELL`` characters), or as JSON lines."""
-    if as_json:
-        def plain(v):
-            return str(v) if isinstance(v, (Decimal, datetime, date)) else v
-        return "\n".join(json.dumps({c: plain(v) for c, v in zip(columns, row)}, default=str) for row in rows)
+def format_rows(columns: list[str], rows: list[tuple], more: bool) -> str:
+    """Rows as a text table, values cut at ``MAX_CELL`` characters."""
     cells = [[_text(v) for v in row] for row in rows]
     cells = [[c if len(c) <= MAX_CELL else c[: MAX_CELL - 3] + "..." for c in row] for row in cells]
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
@@ -117,11 +113,25 @@ def format_rows(columns: list[str], rows: list[tuple], more: bool, as_json: bool
     return "\n".join(out)
 
 
+def json_lines(rows) -> str:
+    """Rows as JSON objects, whole values (nested rows with their field names)."""
+    def plain(v):
+        return str(v) if isinstance(v, (Decimal, datetime, date)) else v
+    return "\n".join(json.dumps(r.asDict(recursive=True), default=plain) for r in rows)
+
+
 def show(spark, cfg: EtlConfig, name: str, run_key: str = "", where: str = "", limit: int = 20,
          columns: tuple[str, ...] = (), as_json: bool = False) -> str:
+    if limit < 0:
+        raise ConfigError(f"--limit {limit}: must be 0 or more")
     df = shown(spark, cfg, name, run_key, where, columns)
-    rows = [tuple(r) for r in df.limit(limit + 1).collect()]
-    return format_rows(df.columns, rows[:limit], len(rows) > limit, as_json)
+    try:
+        rows = df.limit(limit + 1).collect()
+    except PySparkException as exc:  # a condition that fails on the rows (a cast under ANSI mode)
+        raise ConfigError(f"etl show {name}: {str(exc).splitlines()[0]}") from None
+    if as_json:
+        return json_lines(rows[:limit])
+    return format_rows(df.columns, [tuple(r) for r in rows[:limit]], len(rows) > limit)
 
 
 def listing(spark, cfg: EtlConfig) -> str:

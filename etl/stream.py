@@ -56,22 +56,23 @@ def _intervals(run_keys) -> list[Interval]:
     return out
 
 
-def first_run(cfg: EtlConfig, start: datetime | None, known: set[str], now: datetime) -> Interval:
+def first_run(cfg: EtlConfig, start: datetime | None, known: set[str], clock) -> Interval:
     """The run a stream without an open run starts with: the schedule's interval holding
-    ``start``, else the one holding the last known run's end, else the one holding now."""
+    ``start``, else the one holding the last known run's end, else the one holding ``clock()``
+    (asked only then: a test's clock is a script of readings)."""
     if start is not None:
         return schedule_interval(cfg.schedule, start)
     ends = [i.end for i in _intervals(known)]
-    return schedule_interval(cfg.schedule, max(ends) if ends else now)
+    return schedule_interval(cfg.schedule, max(ends) if ends else clock())
 
 
 def runs_on_record(cfg: EtlConfig) -> set[str]:
-    """The runs the warehouse's files name, read without Spark: stage summaries under runs_root
-    and run snapshots under meta_root (the tables are read again once Spark is up)."""
+    """The runs loaded (or being loaded) as the warehouse's files say, read without Spark: load
+    summaries under runs_root and run snapshots under meta_root. A run only ingested is left to the
+    check on the tables once Spark is up, which says to load or discard it."""
     keys = set(snapshot_runs(cfg))
     if cfg.runs_path.is_dir():
-        keys |= {p.name for p in cfg.runs_path.iterdir()
-                 if p.is_dir() and any((p / f"{stage}.json").exists() for stage in ("ingest", "load"))}
+        keys |= {p.name for p in cfg.runs_path.iterdir() if (p / "load.json").is_file()}
     return keys
 
 
@@ -80,8 +81,10 @@ def check_stream_start(cfg: EtlConfig, start: datetime | None, now: datetime | N
     saying what to do. A stream with an open run resumes it."""
     if any(p.name != HEARTBEAT for p in stream_dir(cfg).glob("*.json")):
         return
+    if not cfg.warehouse_on_object_store and not (Path(cfg.table_path("batch_ledger")) / "_delta_log").is_dir():
+        return  # no warehouse (made anew since those runs): nothing is loaded
     known = runs_on_record(cfg)
-    planned = first_run(cfg, start, known, now or datetime.now(timezone.utc))
+    planned = first_run(cfg, start, known, lambda: now or datetime.now(timezone.utc))
     others = _intervals(overlapping(planned, known))
     if others:
         raise OverlappingRunError(stream_overlap_advice(cfg.schedule, planned, others, _intervals(known)))
@@ -127,7 +130,7 @@ class Stream:
         opened = sorted(p for p in stream_dir(self.cfg).glob("*.json") if p.name != HEARTBEAT)
         if opened:
             return Interval.from_run_key(opened[0].stem)
-        return first_run(self.cfg, start, known_runs(self.spark, self.cfg) if start is None else set(), self.clock())
+        return first_run(self.cfg, start, known_runs(self.spark, self.cfg) if start is None else set(), self.clock)
 
     def _state_path(self, interval: Interval) -> Path:
         return stream_dir(self.cfg) / f"{interval.run_key}.json"
@@ -147,9 +150,11 @@ class Stream:
                 f"finish it (etl run --start {interval.start:%Y-%m-%dT%H:%M} --end {interval.end:%Y-%m-%dT%H:%M}) "
                 f"and start the stream again")
         others = overlapping(interval, known)
-        if others and all(has_started(self.spark, self.cfg, k) for k in others):
+        ingested_only = {k for k in others if not has_started(self.spark, self.cfg, k)}
+        if ingested_only:  # load it or discard it: check_no_overlap's advice, about one of these
+            check_no_overlap(self.spark, self.cfg, interval, ingested_only)
+        if others:
             raise OverlappingRunError(stream_overlap_advice(self.cfg.schedule, interval, _intervals(others), _intervals(known)))
-        check_no_overlap(self.spark, self.cfg, interval, known)  # an overlapping run only ingested: its own advice
         state = {"run_key": interval.run_key, "ingested_through": interval.start.isoformat(), "skipped": [],
                  "batches": [], "skipped_batches": 0, "recovered_batches": 0}
         write_json(path, state)

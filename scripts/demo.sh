@@ -15,7 +15,7 @@ echo "==> 2/3 preparing Airflow (SQLite under $AIRFLOW_HOME)"
 airflow db migrate >>"$log" 2>&1 || { tail -30 "$log"; echo "airflow db migrate failed; see $log" >&2; exit 1; }
 
 echo "==> 3/3 running DAG etl_load for the interval [$start, $end) (airflow dags test; about four minutes, longer on a busy machine)"
-if ! airflow dags test etl_load "$end" 2>&1 | tee -a "$log" | python -m etl.devtools.dag_test_progress; then
+if ! PYTHONUNBUFFERED=1 airflow dags test etl_load "$end" 2>&1 | tee -a "$log" | python -m etl.devtools.dag_test_progress; then
   grep -E "ERROR|Error|error:" "$log" | tail -20 >&2
   echo "the DAG run failed; full log in $log" >&2
   exit 1

@@ -13,7 +13,7 @@ airflow db migrate >>"$log" 2>&1 || { tail -30 "$log"; echo "airflow db migrate 
 for entity in customer product orders; do
   echo "==> $entity: generating [$start, $end), then DAG etl_load_$entity (airflow dags test)"
   etl generate --entity "$entity" --start "$start" --duration 300 --rate 10 --key-domain 500 --overwrite 2>>"$log" >>"$log"
-  if ! airflow dags test "etl_load_$entity" "$end" 2>&1 | tee -a "$log" | python -m etl.devtools.dag_test_progress; then
+  if ! PYTHONUNBUFFERED=1 airflow dags test "etl_load_$entity" "$end" 2>&1 | tee -a "$log" | python -m etl.devtools.dag_test_progress; then
     grep -E "ERROR|Error|error:" "$log" | tail -20 >&2
     echo "the DAG run of $entity failed; full log in $log" >&2
     exit 1

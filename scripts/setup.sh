@@ -41,9 +41,10 @@ mkdir -p var; if ! SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1} "$venv/bin/python
 # is reported and set-up goes on (Data Docs then keep their CDN links).
 "$venv/bin/python" -m etl.quality.offline_docs
 # The browser the Data Docs test opens them in (tests/etl/quality/test_offline_docs.py; it skips without).
+# As root on Debian it is installed (a system package: ETL_NO_BROWSER=1 skips it); else a note.
 if ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "==> installing chromium for the Data Docs browser test (apt-get, about a minute)"
+  if [ "${ETL_NO_BROWSER:-0}" != 1 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> installing Debian's chromium for the Data Docs browser test (apt-get, about a minute; ETL_NO_BROWSER=1 skips it)"
     export DEBIAN_FRONTEND=noninteractive
     { apt-get install -y -qq chromium >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }; } \
       || echo "warning: 'apt-get install chromium' failed; the Data Docs browser test will skip" >&2

@@ -66,7 +66,7 @@ RESERVED = frozenset({
     "run_key", "batch_index", "batch_seq", "segment_id", "surrogate_key", "outcome", "reason",
     "stored_source_seq", "applies", "is_last_applied", "is_deleted", "last_source_seq", "updated_batch_seq",
     "valid_from", "valid_to", "is_current", "kind", "path_source_id", "file_name", "line_number", "raw_line",
-    "arrival_minute", "reject_reason", "file_bytes", "file_sha256", "file_lines", "file_blank_lines",
+    "arrival_minute", "reject_reason", "reject_field", "reason_detail", "file_bytes", "file_sha256", "file_lines", "file_blank_lines",
     "stands_for", "attributes", "strategy", "count", "is_new", "is_inferred",
     # The ledger's columns: the log (``outcome_log``) puts them beside the declared ones.
     "updates_in", "keys_allocated", "next_surrogate_key", "committed_at", "outcomes", "matched", "new",

@@ -30,14 +30,18 @@ def pane_seconds(range_s: int, slide_s: int) -> int:
     return math.gcd(range_s, slide_s)
 
 
-def fitted_windows(interval_s: int, range_s: int, slide_s: int) -> tuple[int, int]:
-    """The windows a report over ``interval_s`` seconds uses: the configured ones, unless the
-    interval is shorter than a window; then five tumbling windows of whole minutes (a 5-minute run
-    gives one point a minute, not four identical hour-long windows)."""
-    if interval_s >= range_s:
+def fitted_windows(start_s: int, end_s: int, range_s: int, slide_s: int) -> tuple[int, int]:
+    """The windows a report over ``[start_s, end_s)`` uses: the configured ones, unless the
+    interval is shorter than a window; then tumbling windows of whole minutes that tile the
+    interval exactly (windows are aligned to the epoch), the widest giving at least five (a
+    5-minute run: one a minute, not four identical hour-long windows)."""
+    if end_s - start_s >= range_s:
         return range_s, slide_s
-    width = max(60, interval_s // 5 // 60 * 60)
-    return width, width
+    minutes = (end_s - start_s) // 60
+    for width in range(minutes // 5, 1, -1):
+        if minutes % width == 0 and start_s % (width * 60) == 0:
+            return width * 60, width * 60
+    return 60, 60
 
 
 def iso_utc(ts_s: int) -> str:

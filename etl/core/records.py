@@ -58,6 +58,7 @@ REJECT_REASONS = (
     "missing_reference",  # a fact's reference column missing, or not a valid key of its dimension
 )
 MAX_NATURAL_KEY_CHARS = 256
+MAX_FIELD_NAME_CHARS = 64  # of a field a line names twice, in reason_detail
 BOM = b"\xef\xbb\xbf"
 MAX_SOURCE_SEQ = 2**63 - 1
 MIN_INTEGER = -(2**63)
@@ -214,8 +215,8 @@ def parse_object(line: bytes, max_record_bytes: int) -> dict:
         raise Reject("trailing_content")
     if not isinstance(value, dict):
         raise Reject("not_an_object")
-    if duplicates:
-        raise Reject("duplicate_field", duplicates[0])
+    if duplicates:  # the name as text any table holds (a lone surrogate escape is not), cut
+        raise Reject("duplicate_field", duplicates[0].encode("utf-8", "backslashreplace").decode()[:MAX_FIELD_NAME_CHARS])
     return value
 
 

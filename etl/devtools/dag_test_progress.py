@@ -5,6 +5,7 @@ demo printed nothing for minutes while its tasks ran."""
 
 from __future__ import annotations
 
+import io
 import re
 import sys
 from collections.abc import Iterable, Iterator
@@ -44,8 +45,14 @@ def follow(lines: Iterable[str]) -> Iterator[str]:
 
 
 def main() -> int:
-    for shown in follow(sys.stdin):
-        print(shown, flush=True)
+    lines = io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace")
+    try:
+        for shown in follow(lines):
+            print(shown, flush=True)
+    except Exception as exc:  # noqa: BLE001 - the display only: Airflow must not die of a closed pipe
+        print(f"    (progress display stopped: {exc}; the whole log is in the demo's log file)", file=sys.stderr)
+        for _ in lines:
+            pass
     return 0
 
 

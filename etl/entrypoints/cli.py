@@ -31,12 +31,12 @@ from etl.core.config import ConfigError, EtlConfig, load_config, strategy_settin
 EXIT_CONFIG, EXIT_VALIDATION, EXIT_REJECTIONS, EXIT_LOCKED = 2, 3, 4, 5
 
 
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # UTC, as every time the warehouse stores
+
+
 def _progress(message: str) -> None:
     """A line of the command's own on stderr, stamped: an always-on loader's log is read by time."""
     print(f"{time.strftime(TIME_FORMAT, time.gmtime())} [etl] {message}", file=sys.stderr, flush=True)
-
-
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"  # UTC, as every time the warehouse stores
 
 
 def configure_logging(verbose: bool) -> None:
@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("name", nargs="?", help="key_map, the entity's table (customer_current, orders_fact: with its "
                                               "dimensions' natural keys), outcome_log, rejected_updates, ...")
     show.add_argument("--run", default="", metavar="RUN_KEY", help="only this run's rows (20261122T0305-20261122T0310)")
-    show.add_argument("--where", default="", metavar="CONDITION", help="a Spark SQL condition, e.g. \"city = 'Oslo'\"")
+    show.add_argument("--where", default="", metavar="CONDITION",
+                      help="a Spark SQL condition, e.g. \"city = 'Oslo'\" (any expression: it runs in your own session)")
     show.add_argument("--limit", type=int, default=20, help="rows to print (default 20)")
     show.add_argument("--columns", default="", help="comma-separated columns to print (default: all)")
     show.add_argument("--json", action="store_true", help="JSON lines, whole values")
@@ -322,6 +323,10 @@ def main(argv: list[str] | None = None) -> int:
             from etl.stream import check_stream_start
 
             check_stream_start(cfg, args.start_ts)  # a refusal in a second, not after Spark's start-up
+        if args.command == "show" and args.name:
+            from etl.show import check_name
+
+            check_name(cfg.entity_model, args.name)
         importing = None
         if args.command in ("run", "validate", "quality-report"):
             from etl.quality.gate import import_in_background

@@ -93,7 +93,8 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
     for key, value in conf.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
+    if not cfg.verbose:  # the quiet profile says WARN already; verbose: Spark's own INFO lines too
+        session.sparkContext.setLogLevel("WARN")
     if resolving:
         record_jars(cfg, session)
     # Numbering a micro-batch's tuples in arrival order (new surrogate keys, epochs) is a global

@@ -133,9 +133,10 @@ def make_site_offline(site: Path, cache: Path = ASSETS_CACHE) -> int:
             continue  # the assets, or a page rewritten already
         text = page.read_text(encoding="utf-8")
         new = offline_html(text, paths, "../" * depth)
-        if new != text:
-            tmp = page.with_name(page.name + ".offline-tmp")
-            tmp.write_text(new, encoding="utf-8")
+        if new != text:  # a file of this process's own, then renamed: two validations at once do not collide
+            fd, tmp = tempfile.mkstemp(dir=page.parent, prefix=f".{page.name}.", suffix=".offline-tmp")
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(new)
             os.replace(tmp, page)
             changed += 1
     stamp.parent.mkdir(parents=True, exist_ok=True)

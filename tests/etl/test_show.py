@@ -11,7 +11,7 @@ from etl import jobs
 from etl.core.config import ConfigError
 from etl.core.interval import Interval
 from etl.entrypoints.cli import build_parser
-from etl.show import format_rows, listing, show
+from etl.show import format_rows, json_lines, listing, show
 from tests.helpers import T0, good, land
 
 RUN = Interval(T0, T0 + timedelta(minutes=2))
@@ -23,7 +23,11 @@ def test_rows_print_as_a_table_cut_to_the_cell_width_or_as_json_lines():
     assert head.split(" | ") == ["natural_key", "raw_line"] and set(rule) <= {"-", "+"}
     assert first.endswith("x" * 37 + "...") and second.endswith("NULL")
     assert tail == "(2 rows; more with a higher --limit)"
-    assert [json.loads(ln) for ln in format_rows(["k", "v"], [("1", None)], False, as_json=True).splitlines()] == [{"k": "1", "v": None}]
+    from pyspark.sql import Row
+
+    nested = Row(run_key="r", outcomes=[Row(natural_key="1", outcome="new")], committed=None)
+    assert [json.loads(ln) for ln in json_lines([nested]).splitlines()] == [
+        {"run_key": "r", "outcomes": [{"natural_key": "1", "outcome": "new"}], "committed": None}]
 
 
 def test_the_command_line_takes_a_name_a_run_a_condition_a_limit_and_columns():
@@ -57,3 +61,5 @@ def test_after_a_load_show_prints_a_run_s_outcomes_rejects_and_keys(spark, cfg):
         show(spark, cfg, "key_map", run_key=RUN.run_key)
     with pytest.raises(ConfigError, match="etl show customer_current: .*ctiy"):
         show(spark, cfg, "customer_current", where="ctiy = 'Oslo'")
+    with pytest.raises(ConfigError, match="--limit -1: must be 0 or more"):
+        show(spark, cfg, "key_map", limit=-1)

@@ -395,6 +395,8 @@ def test_the_reserved_columns_cover_every_column_written_beside_the_declared_one
             if isinstance(kind, StructType):
                 yield from structs(kind)
 
+    from etl.ingest import checked_schema
+
     for model in (load_model(), load_model(EXAMPLE), load_model(FACTS), *map(load_model, TEST_MODELS)):
         for e in model.entities:
             declared = {c.name for c in e.columns}
@@ -406,6 +408,7 @@ def test_the_reserved_columns_cover_every_column_written_beside_the_declared_one
             # and the strategies join key_map's columns onto the updates.
             every += [tables(e)[v.source].schema for v in views(e).values() if v.explode]
             every += [StructType([*tables(e)["key_map"].schema.fields, *s.ingested_updates.fields])]
+            every.append(checked_schema(e))  # what the executors hand back: reject_reason, reject_field beside the columns
             for schema in every:
                 for struct in structs(schema):
                     names = {f.name for f in struct.fields}

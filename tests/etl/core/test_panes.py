@@ -93,10 +93,20 @@ def test_a_p99_read_from_a_bucket_is_never_above_the_window_s_maximum():
     assert row["delay_p99_s"] == row["delay_max_s"] == 1534.6
 
 
-def test_a_report_over_an_interval_shorter_than_a_window_uses_five_tumbling_windows_of_whole_minutes():
-    assert fitted_windows(300, 3600, 900) == (60, 60)  # the demo's 5 minutes: one point a minute
-    assert fitted_windows(20 * 60, 3600, 900) == (240, 240)
-    assert fitted_windows(120, 3600, 900) == (60, 60)  # never under a minute
-    assert fitted_windows(86400, 3600, 900) == (3600, 900)  # the daily report: as configured
-    assert len(windows(0, 300, *fitted_windows(300, 3600, 900))) == 5
+@pytest.mark.parametrize("start_min, minutes, width_min", [
+    (14 * 60 + 25, 5, 1),  # the demo's 5 minutes: one point a minute
+    (10 * 60, 20, 4),  # 10:00-10:20: five windows of 4 minutes
+    (14 * 60 + 10, 20, 2),  # 14:10-14:30: 4-minute windows would start at 14:08; ten of 2 minutes
+    (14 * 60 + 3, 7, 1),  # 7 minutes: seven of one
+    (0, 2, 1),  # never under a minute
+])
+def test_a_report_over_an_interval_shorter_than_a_window_tiles_it_with_tumbling_windows(start_min, minutes, width_min):
+    start, end = 1795305600 + start_min * 60, 1795305600 + (start_min + minutes) * 60  # 2026-11-22 00:00 UTC + ...
+    assert fitted_windows(start, end, 3600, 900) == (width_min * 60, width_min * 60)
+    spans = windows(start, end, *fitted_windows(start, end, 3600, 900))
+    assert spans[0][0] == start and spans[-1][1] == end and len(spans) >= min(5, minutes)  # no window past the interval
+
+
+def test_the_daily_report_keeps_its_configured_windows():
+    assert fitted_windows(0, 86400, 3600, 900) == (3600, 900)
     assert iso_utc(1795000000) == "2026-11-18T11:06:40Z"

@@ -354,3 +354,13 @@ def test_a_fact_s_delete_repeats_its_references():
         check_line(json.dumps(rec).encode(), "shop", 65536, (), FACT)
     u = check_line(json.dumps({**rec, "attributes": {"sku": "A-1", "region": 7}}).encode(), "shop", 65536, (), FACT)
     assert (u.op, u.columns()) == ("delete", {"order_id": 1, "sku": "A-1", "region": 7, "quantity": None})
+
+
+def test_a_field_named_twice_is_named_as_text_any_table_holds_and_cut():
+    """The name comes from the line: a lone surrogate escape cannot go into Arrow or a table
+    (it failed the ingest's Spark task), and a name may be any length."""
+    for raw, named in ((b'{"\\ud800": 1, "\\ud800": 2}', "\\ud800"), (('{"%s": 1, "%s": 2}' % ("k" * 500, "k" * 500)).encode(), "k" * 64)):
+        with pytest.raises(Reject) as err:
+            check_line(raw, "crm", 1 << 20)
+        assert (err.value.reason, err.value.field) == ("duplicate_field", named)
+        err.value.field.encode("utf-8")

@@ -188,6 +188,7 @@ def test_the_command_s_lines_are_stamped_and_other_libraries_info_notes_are_off_
 def test_a_stream_overlapping_the_runs_on_record_is_refused_before_spark_starts(capsys, tmp_path, monkeypatch):
     """`etl stream` after `make demo` (runs of 5 minutes) on the default @hourly schedule: refused
     in a second with what to do, not after 3.5 minutes of Spark's start-up (issue 45)."""
+    import shutil
     import signal
 
     import etl.io.spark
@@ -201,6 +202,9 @@ def test_a_stream_overlapping_the_runs_on_record_is_refused_before_spark_starts(
     for key in ("20261122T1420-20261122T1425", "20261122T1425-20261122T1430"):  # what the demo's `etl run`s leave
         (tmp_path / "runs" / key).mkdir(parents=True)
         (tmp_path / "runs" / key / "load.json").write_text("{}")
+    (tmp_path / "runs" / "20261122T1430-20261122T1435").mkdir()  # ingested only: the tables' check tells what to do
+    (tmp_path / "runs" / "20261122T1430-20261122T1435" / "ingest.json").write_text("{}")
+    (tmp_path / "wh" / "batch_ledger" / "_delta_log").mkdir(parents=True)  # the warehouse they were loaded into
     roots = ["--set", f"runs_root={tmp_path / 'runs'}", "--warehouse-root", str(tmp_path / "wh"), "--set", "schedule=@hourly"]
     assert main(["stream", *roots]) == EXIT_CONFIG
     err = capsys.readouterr().err
@@ -209,3 +213,7 @@ def test_a_stream_overlapping_the_runs_on_record_is_refused_before_spark_starts(
     # The schedule that loaded them: the stream goes on after them (Spark is asked for then).
     with pytest.raises(AssertionError, match="Spark was started"):
         main(["stream", *roots[:-2], "--set", "schedule=*/5 * * * *"])
+    # A warehouse made anew since: nothing of those runs is loaded there.
+    shutil.rmtree(tmp_path / "wh")
+    with pytest.raises(AssertionError, match="Spark was started"):
+        main(["stream", *roots])

@@ -59,3 +59,21 @@ def test_the_session_s_driver_starts_from_the_class_archive_set_up_wrote(spark):
     log = Path(options.split("-Xlog:class+load=info:file=")[1].split()[0]).read_text()
     for name in ("org.apache.spark.SparkContext", "io.delta.sql.DeltaSparkSessionExtension"):
         assert f"{name} source: shared objects file (top)" in log, name
+
+
+def test_the_driver_logs_with_the_quiet_profile_whose_filters_log4j_accepted(spark):
+    """The file log4j2 loaded (not our reading of it): WARN and above, and the heartbeat race's two
+    messages filtered (docs/operations.md, "Logs")."""
+    from etl.core.spark_conf import QUIET_LOG4J
+
+    jvm = spark.sparkContext._jvm
+    config = jvm.org.apache.logging.log4j.LogManager.getContext(False).getConfiguration()
+    assert config.getConfigurationSource().getLocation() == str(QUIET_LOG4J.resolve())
+    assert str(config.getRootLogger().getLevel()) == "WARN"
+    for logger, message in (("org.apache.spark.rpc.netty.Inbox", "Ignoring error"),
+                            ("org.apache.spark.executor.Executor", "Issue communicating with driver in heartbeater")):
+        found = config.getLoggerConfig(logger)
+        regex = found.getFilter()
+        assert found.getName() == logger and regex.getClass().getSimpleName() == "RegexFilter"
+        assert str(regex) == f"useRaw=false, pattern={message}.*"
+        assert (str(regex.getOnMatch()), str(regex.getOnMismatch())) == ("DENY", "NEUTRAL")

@@ -28,7 +28,7 @@ def both(spark, cfg, tmp_path):
 
 
 def rejected(spark, run_key, *ids):
-    return spark.createDataFrame([(run_key, f"u{i}", "crm", "f.jsonl", i, "malformed_json", "{", T1) for i in ids],
+    return spark.createDataFrame([(run_key, f"u{i}", "crm", "f.jsonl", i, "malformed_json", "{", T1, None) for i in ids],
                                  TABLES["rejected_updates"].schema)
 
 

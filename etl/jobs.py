@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
@@ -70,11 +71,12 @@ def read_summary(cfg: EtlConfig, interval: Interval, stage: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
+def ingest(spark, cfg: EtlConfig, interval: Interval, progress=None) -> dict:
     """Landed files of the interval -> ``ingested_updates``, ``rejected_updates`` and their
     fingerprints in ``landed_files`` (replaced, not appended). Refused before any write when the
     landing zone cannot be read, when the interval overlaps another run, and when the run has
-    started loading and its landing files changed since (docs/ingest.md)."""
+    started loading and its landing files changed since (docs/ingest.md). ``progress`` hears what
+    is read and when it is written: an ingest of many files takes minutes."""
     scan = scan_sources(cfg, interval.start, interval.end)
     check_broker(spark, cfg)
     check_sequence_definition(cfg, open_tables(spark, cfg))
@@ -88,8 +90,13 @@ def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
         if changes:
             raise LandingChanged(describe_changes(interval, changes))
     kafka = plan_ranges(spark, cfg, interval, interval.start, interval.end, decided=started)
+    if progress is not None:
+        size = sum(os.path.getsize(f.path) for f in scan.files)
+        progress(f"reading {len(scan.files)} landing files ({size / 1e6:.1f} MB)"
+                 + (f" and {len(kafka.ranges)} Kafka ranges" if kafka.ranges else ""))
     run = f"run_key = '{interval.run_key}'"
-    reasons, n_lines, n_blank = _write_checked(spark, cfg, interval, scan, kafka, interval.start, interval.end, run, run, run)
+    reasons, n_lines, n_blank = _write_checked(spark, cfg, interval, scan, kafka, interval.start, interval.end, run, run, run,
+                                               progress)
     summary = ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, n_lines, n_blank, reasons,
                              ranges=len(kafka.ranges), kafka_lost=kafka.lost_records)
     write_summary(cfg, interval, "ingest", summary)
@@ -98,7 +105,7 @@ def ingest(spark, cfg: EtlConfig, interval: Interval) -> dict:
 
 
 def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: KafkaPlan, a, b, updates_where: str,
-                   files_where: str, rejected_where: str) -> tuple[Counter, int, int]:
+                   files_where: str, rejected_where: str, progress=None) -> tuple[Counter, int, int]:
     """Check the scanned files' lines and the Kafka ranges' records, and write them over the rows
     the three predicates select (a run's partition, or the always-on loader's minutes of it):
     rerunning writes the same rows. A recorded Kafka range must read as it did (``LandingChanged``)."""
@@ -110,7 +117,10 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         if records is not None:
             checked = checked.unionByName(records)
         checked = checked.cache()
-        checked.count()  # read once: a broker that stops answering fails the run here, before any write
+        rows_read = checked.count()  # read once: a broker that stops answering fails the run here, before any write
+        if progress is not None:  # a row per line, and one per file or Kafka range
+            progress(f"checked {rows_read - len(scan.files) - len(kafka.ranges)} lines; "
+                     f"writing ingested_updates, rejected_updates, landed_files")
     except Exception as exc:
         checked.unpersist()
         meaning = (read_failure(exc, [p.range for p in kafka.ranges], interval.run_key, client_properties(cfg))

@@ -440,7 +440,7 @@ def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> 
         return 0
     if args.command in ("ingest", "run"):
         _progress(f"ingesting run {interval.run_key}: the landing files of its minutes")
-        summary = jobs.ingest(spark, cfg, interval)
+        summary = jobs.ingest(spark, cfg, interval, progress=_progress)
         _progress(f"ingested {summary['valid']} valid, {summary['rejected']} rejected of {summary['lines']} lines")
         if summary.get("kafka_records_lost"):
             _progress(f"WARNING: {summary['kafka_records_lost']} Kafka records were deleted by the broker before any run "

@@ -271,8 +271,10 @@ class Loader:
         if not final:
             self._open_run = (interval.run_key, self.ledger.state()[0])
             return result
-        for joined in self.strategy.flush():
+        for n, joined in enumerate(self.strategy.flush(), 1):
             result.batches.append(self._commit(interval.run_key, FLUSH_STEP, joined, time.time()))
+            if progress:
+                progress(f"end-of-run release {n} committed (the updates still waiting in the join)")
         self.strategy.end()
         return result
 

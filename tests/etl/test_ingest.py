@@ -38,7 +38,10 @@ BAD_FIELDS = {  # the field of the line each reason names (reason_detail); None:
 def test_each_bad_line_gets_its_reason_and_good_lines_pass(spark, cfg):
     cfg = cfg.replace(max_record_bytes=2048)
     land(cfg, [good("1"), *BAD_LINES.values(), "", good("2", seq=6)])
-    summary = jobs.ingest(spark, cfg, INTERVAL)
+    said = []
+    summary = jobs.ingest(spark, cfg, INTERVAL, progress=said.append)
+    assert said[0].startswith("reading 1 landing files (") and said[1:] == [
+        f"checked {len(BAD_LINES) + 2} lines; writing ingested_updates, rejected_updates, landed_files"]
     assert summary["lines"] == len(BAD_LINES) + 2  # the blank line is not an update
     assert summary["valid"] == 2
     assert summary["rejected_by_reason"] == {reason: 1 for reason in BAD_LINES}

@@ -32,12 +32,15 @@ STREAMS = {
 }
 
 
-def run_two_intervals(spark, cfg, strategy, stream):
+def run_two_intervals(spark, cfg, strategy, stream) -> list[str]:
+    """What the loads said (progress): a run's batches, then its end-of-run release."""
     params = dict(start=T0, duration_s=240, rate=6, seed=21, **STREAMS[stream])
     generate_stream(StreamSpec(**params), cfg.landing_path)
+    said = []
     for interval in (FIRST, SECOND):
         jobs.ingest(spark, cfg, interval)
-        jobs.load(spark, cfg, interval, strategy=strategy)
+        jobs.load(spark, cfg, interval, strategy=strategy, progress=said.append)
+    return said
 
 
 @pytest.mark.parametrize(
@@ -55,8 +58,10 @@ def run_two_intervals(spark, cfg, strategy, stream):
 @pytest.mark.memory_tables
 def test_equals_the_oracle(spark, cfg, strategy, memory, stream):
     cfg = cfg.replace(join_strategy=strategy, **memory)
-    run_two_intervals(spark, cfg, strategy, stream)
+    said = run_two_intervals(spark, cfg, strategy, stream)
     assert_equals_oracle(spark, cfg)
+    # A long flush is followed too (issue 45): each run's release said once it committed.
+    assert sum(m.startswith("end-of-run release 1 committed") for m in said) == 2, said
     metrics = read(spark, cfg, "join_metrics").collect()
     assert sum(m.segments_probed for m in metrics) > 0 and sum(m.segments_admitted for m in metrics) > 0
     if memory is TINY:

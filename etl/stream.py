@@ -27,8 +27,8 @@ from pathlib import Path
 
 from etl import jobs
 from etl.core.config import EtlConfig
-from etl.core.interval import Interval, overlapping
-from etl.core.stream_plan import next_wake, ready_through, schedule_interval, stream_overlap_advice, windows_before
+from etl.core.interval import Interval, overlapping, run_intervals
+from etl.core.stream_plan import first_run, next_wake, ready_through, schedule_interval, stream_overlap_advice, windows_before
 from etl.io.files import write_json
 from etl.io.kafka import KafkaUnavailable, check_broker
 from etl.io.landing import Skipped
@@ -46,24 +46,9 @@ class RunStartedElsewhere(RuntimeError):
     """The stream's next run was started by another loader (a DAG run, ``etl ingest`` or ``etl load``)."""
 
 
-def _intervals(run_keys) -> list[Interval]:
-    out = []
-    for key in run_keys:
-        try:
-            out.append(Interval.from_run_key(key))
-        except ValueError:
-            continue  # not an interval: overlaps nothing
-    return out
-
-
-def first_run(cfg: EtlConfig, start: datetime | None, known: set[str], clock) -> Interval:
-    """The run a stream without an open run starts with: the schedule's interval holding
-    ``start``, else the one holding the last known run's end, else the one holding ``clock()``
-    (asked only then: a test's clock is a script of readings)."""
-    if start is not None:
-        return schedule_interval(cfg.schedule, start)
-    ends = [i.end for i in _intervals(known)]
-    return schedule_interval(cfg.schedule, max(ends) if ends else clock())
+def open_runs(cfg: EtlConfig) -> list[Path]:
+    """The stream's run state files: a run it opened and has not finished (resumed first)."""
+    return sorted(p for p in stream_dir(cfg).glob("*.json") if p.name != HEARTBEAT)
 
 
 def runs_on_record(cfg: EtlConfig) -> set[str]:
@@ -79,15 +64,15 @@ def runs_on_record(cfg: EtlConfig) -> set[str]:
 def check_stream_start(cfg: EtlConfig, start: datetime | None, now: datetime | None = None) -> None:
     """Before Spark starts (minutes on 2 cores): refuse a first run that overlaps a run on record,
     saying what to do. A stream with an open run resumes it."""
-    if any(p.name != HEARTBEAT for p in stream_dir(cfg).glob("*.json")):
+    if open_runs(cfg):
         return
     if not cfg.warehouse_on_object_store and not (Path(cfg.table_path("batch_ledger")) / "_delta_log").is_dir():
         return  # no warehouse (made anew since those runs): nothing is loaded
-    known = runs_on_record(cfg)
-    planned = first_run(cfg, start, known, lambda: now or datetime.now(timezone.utc))
-    others = _intervals(overlapping(planned, known))
+    known = run_intervals(runs_on_record(cfg))
+    planned = first_run(cfg.schedule, start, list(known.values()), lambda: now or datetime.now(timezone.utc))
+    others = [known[k] for k in overlapping(planned, known)]
     if others:
-        raise OverlappingRunError(stream_overlap_advice(cfg.schedule, planned, others, _intervals(known)))
+        raise OverlappingRunError(stream_overlap_advice(cfg.schedule, planned, others, list(known.values())))
 
 
 class Stream:
@@ -127,10 +112,11 @@ class Stream:
         return self.finished
 
     def _first_run(self, start: datetime | None) -> Interval:
-        opened = sorted(p for p in stream_dir(self.cfg).glob("*.json") if p.name != HEARTBEAT)
+        opened = open_runs(self.cfg)
         if opened:
             return Interval.from_run_key(opened[0].stem)
-        return first_run(self.cfg, start, known_runs(self.spark, self.cfg) if start is None else set(), self.clock)
+        known = run_intervals(known_runs(self.spark, self.cfg)) if start is None else {}
+        return first_run(self.cfg.schedule, start, list(known.values()), self.clock)
 
     def _state_path(self, interval: Interval) -> Path:
         return stream_dir(self.cfg) / f"{interval.run_key}.json"
@@ -154,7 +140,8 @@ class Stream:
         if ingested_only:  # load it or discard it: check_no_overlap's advice, about one of these
             check_no_overlap(self.spark, self.cfg, interval, ingested_only)
         if others:
-            raise OverlappingRunError(stream_overlap_advice(self.cfg.schedule, interval, _intervals(others), _intervals(known)))
+            runs = run_intervals(known)
+            raise OverlappingRunError(stream_overlap_advice(self.cfg.schedule, interval, [runs[k] for k in others], list(runs.values())))
         state = {"run_key": interval.run_key, "ingested_through": interval.start.isoformat(), "skipped": [],
                  "batches": [], "skipped_batches": 0, "recovered_batches": 0}
         write_json(path, state)

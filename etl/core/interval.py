@@ -67,15 +67,18 @@ class Interval:
         return cls(datetime.strptime(a, RUN_KEY_FORMAT), datetime.strptime(b, RUN_KEY_FORMAT))
 
 
-def overlapping(interval: Interval, run_keys) -> list[str]:
-    """The run keys (other than ``interval``'s own) whose intervals share a minute with it; a key
-    that is not an interval (written by hand, say) overlaps nothing."""
-    out = []
+def run_intervals(run_keys) -> dict[str, Interval]:
+    """The intervals of these run keys, by key; a key that is not an interval (written by hand,
+    say) is left out: it overlaps nothing."""
+    out = {}
     for k in set(run_keys):
         try:
-            other = Interval.from_run_key(k)
+            out[k] = Interval.from_run_key(k)
         except ValueError:
             continue
-        if k != interval.run_key and other.overlaps(interval):
-            out.append(k)
-    return sorted(out)
+    return out
+
+
+def overlapping(interval: Interval, run_keys) -> list[str]:
+    """The run keys (other than ``interval``'s own) whose intervals share a minute with it."""
+    return sorted(k for k, other in run_intervals(run_keys).items() if k != interval.run_key and other.overlaps(interval))

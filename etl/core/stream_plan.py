@@ -112,6 +112,15 @@ def dag_route(interval: Interval, load_summary: dict | None, heartbeat: dict | N
     return "wait" if waited_s < max_wait_s else "late"
 
 
+def first_run(schedule: str, start: datetime | None, runs: list[Interval], clock) -> Interval:
+    """The run a stream without an open run starts with: the schedule's interval holding
+    ``start``, else the one holding the last run's end, else the one holding ``clock()`` (asked
+    only then: a test's clock is a script of readings)."""
+    if start is not None:
+        return schedule_interval(schedule, start)
+    return schedule_interval(schedule, max(r.end for r in runs) if runs else clock())
+
+
 def schedule_of(runs: list[Interval]) -> str | None:
     """A cron schedule whose data intervals are these runs' length (all the same), when there is one."""
     lengths = {int((r.end - r.start).total_seconds()) // MINUTE for r in runs}

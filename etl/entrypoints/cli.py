@@ -319,7 +319,6 @@ def main(argv: list[str] | None = None) -> int:
             # the whole process group (docker stop through dumb-init, systemd) stops the stream after
             # its piece instead of killing Spark under it. One sent while Spark starts is not seen.
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        if args.command == "stream":
             from etl.stream import check_stream_start
 
             check_stream_start(cfg, args.start_ts)  # a refusal in a second, not after Spark's start-up

@@ -385,7 +385,8 @@ def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, st
     jobs.ingest(spark, cfg, run)
     marks = []
     with sql_settings(spark, {"spark.sql.adaptive.enabled": "true"}):
-        summary = jobs.load(spark, cfg, run, progress=lambda _message: marks.append(jobs_started(spark)))
+        summary = jobs.load(spark, cfg, run, progress=lambda message: message.startswith("batch ")
+                            and marks.append(jobs_started(spark)))
     assert summary["batches_committed"] >= 4 and len(marks) == 4
     # every arrival step released a batch (the run's end, index -1, may release nothing)
     assert read(spark, cfg, "batch_ledger").where("batch_index >= 0 AND batch_seq = 0").count() == 0

@@ -235,9 +235,17 @@ def check_kafka_ranges(spark, cfg: EtlConfig, ranges: list, markers: list = ()) 
 def row_hash(entity: Entity = DEFAULT_ENTITY):
     """Hash of an update's content, ``op`` and the entity's ``compare`` columns (not its sequence or
     times): equal hash = unchanged content. Injective because ingestion never lets U+0000 or U+0001
-    into a text field, and each column's text is its type's canonical form."""
-    parts = [F.coalesce(F.col(c).cast("string"), F.lit("\u0000")) for c in ("op", *entity.compare)]
-    return F.sha2(F.concat_ws("\u0001", *parts), 256)
+    into a text field, and each column's text is its type's canonical form. An entity with ``type1``
+    columns gets two digests end to end, the version columns' then the type1 columns': the whole is
+    still compared for unchanged content, and its first part (``version_hash``) tells the history
+    whether a change makes a version."""
+    def digest(columns):
+        parts = [F.coalesce(F.col(c).cast("string"), F.lit("\u0000")) for c in columns]
+        return F.sha2(F.concat_ws("\u0001", *parts), 256)
+
+    if not entity.type1:
+        return digest(("op", *entity.compare))
+    return F.concat(digest(("op", *entity.version_compare)), digest(entity.type1_compare))
 
 
 def _conform(df: DataFrame, schema: StructType) -> DataFrame:

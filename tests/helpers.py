@@ -85,7 +85,7 @@ def assert_entity_equals_oracle(spark, cfg) -> None:
     entity = cfg.entity_model
     updates = [r.asDict() for r in read(spark, cfg, "ingested_updates").collect()]
     decisions, final = decide(updates)
-    expected = entity_rows(updates, decisions, tuple(c.name for c in entity.columns), entity.history)
+    expected = entity_rows(updates, decisions, tuple(c.name for c in entity.columns), entity.history, entity.type1)
     inferred = inferred_keys(spark, cfg)
     km = {(r.source_id, r.natural_key): r.surrogate_key for r in read(spark, cfg, "key_map").collect()
           if (r.source_id, r.natural_key) not in inferred}

@@ -11,6 +11,8 @@ One ``[entities.<name>]`` table per entity (docs/model.md has the whole format):
   or timestamp attribute);
 - ``history``: ``current`` (SCD type 1: one row per key) or ``history`` (SCD type 2: one row per
   version, ``valid_from``/``valid_to``/``is_current``);
+- ``type1`` (history entities): attributes overwritten on every version of the key, whose change
+  alone makes no version (a corrected e-mail is not a new period of the customer's history);
 - ``sources``, ``join_strategy``, ``directory`` and ``settings`` (the papers' parameters for this
   entity's join);
 - ``inputs.<source>``: how a source's changes arrive when not as the project's own JSON lines in
@@ -50,6 +52,13 @@ from etl.core.errors import ConfigError
 
 TYPES = ("string", "integer", "decimal(p,s)", "date", "timestamp", "boolean")
 HISTORY_KINDS = ("current", "history")
+# A row hash's first digest (SHA-256 in hex): for an entity with ``type1`` columns, the hash of the
+# columns whose change makes a version (``etl.ingest.row_hash``).
+VERSION_HASH_CHARS = 64
+
+
+def version_hash(row_hash: str) -> str:
+    return row_hash[:VERSION_HASH_CHARS]
 KINDS = ("dimension", "fact")
 DEFAULT_SEQUENCE = "source_seq"
 # The default model: today's customer entity (its tables at the warehouse root, where versions
@@ -98,8 +107,8 @@ ENTITY_SETTINGS = (
     "rho", "theta", "n_part", "k", "d", "memory_budget", "wait_buffer_tuples", "max_wait_s", "key_domain",
     "h_mark", "l_mark", "block_factor", "deletion_vectors", "deletion_vectors_from_bytes",
 )
-_ENTITY_FIELDS = ("kind", "key", "event_id", "attributes", "references", "compare", "sequence", "history", "sources",
-                  "join_strategy", "directory", "settings", "inputs")
+_ENTITY_FIELDS = ("kind", "key", "event_id", "attributes", "references", "compare", "sequence", "history", "type1",
+                  "sources", "join_strategy", "directory", "settings", "inputs")
 _REFERENCE_FIELDS = ("dimension", "by", "source")
 _DEBEZIUM_FIELDS = ("fields", "connector", "sequence", "sequence_bits", "event_time", "timestamp_unit", "decimal_handling")
 _INPUT_FIELDS = ("format", "topics", *_DEBEZIUM_FIELDS)
@@ -205,6 +214,16 @@ class Entity:
     append_only: bool = False  # a fact identified by an event id: a repeated id is a duplicate
     inferred: bool = False  # a dimension some fact references: its table flags inferred members
     inputs: tuple[Input, ...] = ()  # sources not given as JSON lines in landing files
+    type1: tuple[str, ...] = ()  # a history entity's attributes overwritten on every version
+
+    @property
+    def version_compare(self) -> tuple[str, ...]:
+        """The ``compare`` columns whose change makes a version: all of them but the ``type1`` ones."""
+        return tuple(c for c in self.compare if c not in self.type1)
+
+    @property
+    def type1_compare(self) -> tuple[str, ...]:
+        return tuple(c for c in self.compare if c in self.type1)
 
     def input_of(self, source: str) -> Input:
         """The source's input (a landing-file source of JSON lines unless declared)."""
@@ -464,6 +483,7 @@ def _entity(path: str, name: str, raw: Any) -> Entity:
         raise ConfigError(f"{origin}: history {history!r}: a fact has no versions (a correction replaces it); leave 'history' out")
     if history not in HISTORY_KINDS:
         raise ConfigError(f"{origin}: history {history!r} must be one of {', '.join(HISTORY_KINDS)} (current: SCD type 1; history: SCD type 2)")
+    type1 = _type1(origin, raw, history, attribute_names, sequence)
     sources = _strings(origin, raw["sources"], "sources") if "sources" in raw else ()
     check_source_names(f"{origin}: sources", sources)
     strategy = raw.get("join_strategy", "")
@@ -490,7 +510,26 @@ def _entity(path: str, name: str, raw: Any) -> Entity:
         raise ConfigError(f"{origin}: a fact needs 'references' (at least one surrogate key from a dimension)")
     inputs = _inputs(origin, raw.get("inputs", {}), sources, (*key, *attributes), sequence)
     return Entity(name, key, attributes, tuple(compare), sequence, history, sources, strategy, directory, dict(settings),
-                  kind, references, append_only, inputs=inputs)
+                  kind, references, append_only, inputs=inputs, type1=type1)
+
+
+def _type1(origin: str, raw: Mapping, history: str, attribute_names: tuple[str, ...], sequence: str) -> tuple[str, ...]:
+    """A history entity's ``type1`` attributes: declared ones, each once, not the sequence column
+    (it orders the versions, so overwriting it on every version would reorder them)."""
+    if "type1" not in raw:
+        return ()
+    names = _strings(origin, raw["type1"], "type1")
+    if history != "history":
+        raise ConfigError(f"{origin}: type1 is for history = \"history\" entities (a current-state entity "
+                          f"overwrites every attribute already); leave it out or keep the history")
+    for n in names:
+        if n not in attribute_names:
+            raise ConfigError(f"{origin}: type1 names {n!r}, which is not an attribute ({', '.join(attribute_names) or 'none declared'})")
+        if n == sequence:
+            raise ConfigError(f"{origin}: type1 names {n!r}, the sequence column: it orders the versions, so it cannot be overwritten on all of them")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{origin}: type1 names a column twice")
+    return names
 
 
 def _inputs(origin: str, raw: Any, sources: tuple[str, ...], columns: tuple[Column, ...], sequence: str) -> tuple[Input, ...]:

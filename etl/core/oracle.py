@@ -12,7 +12,7 @@ from datetime import date
 from decimal import Decimal
 from typing import Iterable, Mapping
 
-from etl.core.model import encode_key
+from etl.core.model import encode_key, version_hash
 
 
 @dataclass
@@ -68,12 +68,14 @@ def decide(
 
 
 def entity_rows(updates: Iterable[Mapping], decisions: Iterable[Decision], columns: tuple[str, ...],
-                history: str) -> list[dict]:
+                history: str, type1: tuple[str, ...] = ()) -> list[dict]:
     """The entity's table the reference expects after ``updates`` (the rows of ``ingested_updates``,
     with the entity's declared ``columns``) were decided as ``decisions``: for ``current``, each
     key's last applied update; for ``history``, one version per applied update, ordered by
     ``source_seq``, valid from its ``event_ts`` or its predecessor's start if later, to the next
-    version's start (DESIGN.md §3 and docs/model.md, "History")."""
+    version's start (DESIGN.md §3 and docs/model.md, "History"). With ``type1`` columns an applied
+    update whose ``version_hash`` equals its predecessor's makes no version, and every version holds
+    the type1 values of the key's last applied update that is no delete (of its first, if all are)."""
     by_id = {u["update_id"]: u for u in updates}
     applied: dict[int, list[Mapping]] = {}
     for d in decisions:  # in arrival order
@@ -90,6 +92,13 @@ def entity_rows(updates: Iterable[Mapping], decisions: Iterable[Decision], colum
             rows.append({**row(last), "last_source_seq": int(last["source_seq"])})
             continue
         versions = sorted(ups, key=lambda u: int(u["source_seq"]))
+        if type1:
+            latest = None
+            for u in versions:
+                if latest is None or u["op"] != "delete":
+                    latest = {c: u[c] for c in type1}
+            versions = [{**u, **latest} for i, u in enumerate(versions)
+                        if i == 0 or version_hash(u["row_hash"]) != version_hash(versions[i - 1]["row_hash"])]
         starts, start = [], None
         for u in versions:
             start = u["event_ts"] if start is None else max(start, u["event_ts"])

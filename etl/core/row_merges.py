@@ -94,9 +94,12 @@ def merge_current_rows(target: list[dict], state: list[dict]) -> list[dict]:
     return out + inserts
 
 
-def merge_history_rows(target: list[dict], changes: list[dict], columns: list[str], inferred: bool) -> list[dict]:
+def merge_history_rows(target: list[dict], changes: list[dict], columns: list[str], inferred: bool,
+                       type1: tuple[str, ...] = ()) -> list[dict]:
     """``merge_history`` on rows: the batch's versions inserted unless there already, each key's
-    open version closed where the batch's first starts, an inferred placeholder deleted instead."""
+    open version closed where the batch's first starts, an inferred placeholder deleted instead;
+    with ``type1`` columns, those set on every stored version of the key, and the open version
+    closed only when the batch made a version (``_closes``)."""
     out = [dict(r) for r in target]
     by_key: dict = {}
     for i, r in enumerate(out):
@@ -106,7 +109,8 @@ def merge_history_rows(target: list[dict], changes: list[dict], columns: list[st
     def matches(t: dict, s: dict) -> bool:
         if s["_kind"] == VERSION:
             return t["source_seq"] is not None and t["source_seq"] == s["source_seq"]
-        return s["_kind"] == CLOSE and bool(t["is_current"]) and _lt(t["updated_batch_seq"], s["updated_batch_seq"])
+        return (s["_kind"] == CLOSE and (bool(type1) or bool(t["is_current"]))
+                and _lt(t["updated_batch_seq"], s["updated_batch_seq"]))
 
     matched: dict = {}
     deleted: set[int] = set()
@@ -124,6 +128,11 @@ def merge_history_rows(target: list[dict], changes: list[dict], columns: list[st
                 continue
             if inferred and out[i].get("is_inferred"):
                 deleted.add(i)
+            elif type1:
+                closes = bool(target[i]["is_current"]) and bool(s["_closes"])
+                out[i].update({c: s[c] for c in type1}, updated_batch_seq=s["updated_batch_seq"])
+                if closes:
+                    out[i].update(valid_to=s["valid_from"], is_current=False)
             else:
                 out[i].update(valid_to=s["valid_from"], is_current=False, updated_batch_seq=s["updated_batch_seq"])
     return [r for i, r in enumerate(out) if i not in deleted] + inserts

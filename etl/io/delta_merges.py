@@ -94,22 +94,36 @@ HISTORY_MERGE_CONDITION = (
     f"t.surrogate_key = s.surrogate_key AND ((s._kind = '{VERSION}' AND t.source_seq = s.source_seq) OR "
     f"(s._kind = '{CLOSE}' AND t.is_current AND t.updated_batch_seq < s.updated_batch_seq))"
 )
+# With type1 columns a key's ``close`` row reaches every stored version (their type1 values), and
+# closes the open one only when the batch made a version.
+TYPE1_HISTORY_MERGE_CONDITION = (
+    f"t.surrogate_key = s.surrogate_key AND ((s._kind = '{VERSION}' AND t.source_seq = s.source_seq) OR "
+    f"(s._kind = '{CLOSE}' AND t.updated_batch_seq < s.updated_batch_seq))"
+)
 
 
 def merge_history(table: DeltaTable, changes: DataFrame, entity: Entity) -> None:
     """``changes`` (``transforms.history.history_changes``) into the entity's ``<name>_history``:
-    the batch's versions inserted, each key's open version closed where they start. Idempotent:
-    a version already there matches itself, and an open version the batch made is not closed by it."""
+    the batch's versions inserted, each key's open version closed where they start, and with
+    ``type1`` columns those set on every version of the batch's keys. Idempotent: a version already
+    there matches itself, and a row the batch changed or made is not matched by its ``close`` row."""
     columns = schema_of(entity.table, entity).fieldNames()
-    merge = table.alias("t").merge(F.broadcast(changes).alias("s"), HISTORY_MERGE_CONDITION)
+    condition = TYPE1_HISTORY_MERGE_CONDITION if entity.type1 else HISTORY_MERGE_CONDITION
+    merge = table.alias("t").merge(F.broadcast(changes).alias("s"), condition)
     if entity.inferred:  # an inferred member's placeholder version gives way to the first real one
         merge = merge.whenMatchedDelete(condition=f"s._kind = '{CLOSE}' AND t.is_inferred")
+    if entity.type1:
+        close = {
+            "valid_to": "CASE WHEN t.is_current AND s._closes THEN s.valid_from ELSE t.valid_to END",
+            "is_current": "t.is_current AND NOT s._closes",
+            **{c: f"s.{c}" for c in entity.type1},
+            "updated_batch_seq": "s.updated_batch_seq",
+        }
+    else:
+        close = {"valid_to": "s.valid_from", "is_current": "false", "updated_batch_seq": "s.updated_batch_seq"}
     (
         merge
-        .whenMatchedUpdate(
-            condition=f"s._kind = '{CLOSE}'",
-            set={"valid_to": "s.valid_from", "is_current": "false", "updated_batch_seq": "s.updated_batch_seq"},
-        )
+        .whenMatchedUpdate(condition=f"s._kind = '{CLOSE}'", set=close)
         .whenNotMatchedInsert(condition=f"s._kind = '{VERSION}'", values={c: f"s.{c}" for c in columns})
         .execute()
     )

@@ -130,8 +130,10 @@ class MemoryTables(Tables):
     def merge_history(self, changes: DataFrame) -> None:
         table = self._held(self.entity.table)
         schema = schema_of(self.entity.table, self.entity)
-        cast = changes.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields], "_kind")
-        table.replace(row_merges.merge_history_rows(table.rows, _dicts(cast), schema.fieldNames(), self.entity.inferred))
+        cast = changes.select(*[F.col(f.name).cast(f.dataType) for f in schema.fields], "_kind",
+                              *(["_closes"] if self.entity.type1 else []))
+        table.replace(row_merges.merge_history_rows(table.rows, _dicts(cast), schema.fieldNames(), self.entity.inferred,
+                                                    self.entity.type1))
 
     def bytes(self, name: str) -> int:
         """An estimate (there are no files): 8 bytes a value, a string's length for a string."""

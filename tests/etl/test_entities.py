@@ -120,6 +120,11 @@ def test_the_entity_s_table_has_its_declared_columns_and_passes_its_gate(spark, 
             assert [r.is_current for r in v] == [False] * (len(v) - 1) + [True]
             assert all(a.valid_to == b.valid_from and a.valid_from <= a.valid_to for a, b in zip(v, v[1:]))
             assert v[-1].valid_to is None
+            for column in entity.type1:  # overwritten on every version of the key
+                assert len({r[column] for r in v}) == 1, (column, v)
+        if entity.type1:  # some applied updates changed type1 columns only: no version of their own
+            applied = read(spark, cfg, "applied_changes").where("op != 'infer'").count()
+            assert 0 < len(rows) < applied, (len(rows), applied)
     gate = run_load_gate(spark, cfg, SEEDED_SECOND)
     assert gate["success"], gate
     validated = {c["table"] for c in gate["checks"]}

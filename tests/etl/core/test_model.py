@@ -213,6 +213,21 @@ BAD = {
         "attributes = { click = 'string', customer_id = 'integer' }\n"
         "references = { c_sk = { dimension = 'customer', by = ['customer_id'] } }\n",
         "columns 'Click' and 'click' are one column to Spark"),
+    # type1: a history entity's attributes overwritten on every version, whose change alone makes none.
+    "type1 of a current entity": ("[entities.p]\nkey = { k = 'string' }\nattributes = { e = 'string' }\ntype1 = ['e']\n",
+                                  "entity 'p': type1 is for history = \"history\" entities"),
+    "type1 of a fact": ("[entities.customer]\nkey = { customer_id = 'integer' }\n[entities.orders]\nkind = 'fact'\n"
+                        "key = { id = 'integer' }\nattributes = { customer_id = 'integer' }\ntype1 = ['customer_id']\n"
+                        "references = { c_sk = { dimension = 'customer', by = ['customer_id'] } }\n",
+                        "entity 'orders': type1 is for history"),
+    "type1 of no attribute": ("[entities.p]\nkey = { k = 'string' }\nattributes = { e = 'string' }\nhistory = 'history'\ntype1 = ['k']\n",
+                              "entity 'p': type1 names 'k', which is not an attribute (e)"),
+    "type1 of the sequence": ("[entities.p]\nkey = { k = 'string' }\nattributes = { e = 'string', t = 'timestamp' }\n"
+                              "history = 'history'\nsequence = 't'\ntype1 = ['t']\n", "type1 names 't', the sequence column"),
+    "type1 not a list": ("[entities.p]\nkey = { k = 'string' }\nattributes = { e = 'string' }\nhistory = 'history'\ntype1 = 'e'\n",
+                         "'type1' must be a list of non-empty strings"),
+    "type1 twice": ("[entities.p]\nkey = { k = 'string' }\nattributes = { e = 'string' }\nhistory = 'history'\ntype1 = ['e', 'e']\n",
+                    "type1 names a column twice"),
     # A directory is the entity's place under every root: never a name the pipeline puts there.
     "directory of the key_map table": ("[entities.p]\nkey = { k = 'string' }\ndirectory = 'key_map'\n",
                                        "entity 'p': directory 'key_map' is a name the pipeline uses under the roots"),
@@ -479,3 +494,14 @@ def test_every_whole_model_the_docs_show_loads():
                 shop = (Path(__file__).resolve().parents[3] / "examples" / "shop" / "model.toml").read_text()
                 block = shop[:shop.index("[entities.orders]")] + "\n" + block
             parse_model(block, f"docs/{doc}")
+
+
+def test_type1_columns_split_the_compared_columns_of_a_history_entity(tmp_path):
+    path = tmp_path / "model.toml"
+    path.write_text("[entities.customer]\nkey = { id = 'integer' }\nhistory = 'history'\n"
+                    "attributes = { name = 'string', email = 'string', phone = 'string', seen = 'timestamp' }\n"
+                    "compare = ['name', 'email']\ntype1 = ['email', 'phone']\n")
+    entity = load_model(path).entity()
+    assert entity.type1 == ("email", "phone")
+    assert (entity.version_compare, entity.type1_compare) == (("name",), ("email",))
+    assert load_model().entity().type1 == ()

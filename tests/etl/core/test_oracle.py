@@ -146,3 +146,28 @@ def test_an_update_at_the_last_position_with_other_content_is_a_conflict_not_a_r
     assert [(d.outcome, d.reason) for d in decisions] == [
         ("new", None), ("duplicate", "redelivered"), ("duplicate", "sequence_conflict")]
     assert state[("crm", "1")] == KeyState(1, 10, "h1")
+
+
+def test_type1_columns_make_no_version_and_hold_the_last_upsert_s_values_on_every_version():
+    """A history entity with ``type1 = ["email"]``: an applied update whose version hash (the row
+    hash's first digest) equals its predecessor's changes only type1 columns and makes no version;
+    every version holds the e-mail of the key's last upsert, a later delete's version too."""
+    t = [datetime(2026, 11, 22, 1, m) for m in range(10)]
+
+    def v(uid, seq, name, email, op="upsert"):
+        digest = ("D" if op == "delete" else name).ljust(64, "-") + email.ljust(64, "-")
+        return {"update_id": uid, "source_id": "crm", "natural_key": "1", "source_seq": seq, "row_hash": digest,
+                "arrival_ts": t[seq], "event_ts": t[seq], "op": op, "name": name, "email": email}
+
+    updates = [v("a", 1, "Ann", "a@old"), v("b", 2, "Ann", "a@new"), v("c", 3, "Anne", "a@new"),
+               v("d", 4, "Anne", "a@newest"), v("e", 5, "Anne", "gone@x", op="delete")]
+    decisions, _ = decide(updates)
+    assert [d.outcome for d in decisions] == ["new", "matched", "matched", "matched", "matched"]
+    history = entity_rows(updates, decisions, ("name", "email"), "history", type1=("email",))
+    assert [(r["name"], r["email"], r["source_seq"], r["valid_from"], r["valid_to"]) for r in history] == [
+        ("Ann", "a@newest", 1, t[1], t[3]),  # b changed the e-mail only: no version
+        ("Anne", "a@newest", 3, t[3], t[5]),  # d neither
+        ("Anne", "a@newest", 5, t[5], None),  # the delete keeps the last upsert's e-mail
+    ]
+    without = entity_rows(updates, decisions, ("name", "email"), "history")
+    assert [r["source_seq"] for r in without] == [1, 2, 3, 4, 5]  # no type1: every applied update is a version

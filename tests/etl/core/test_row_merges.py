@@ -64,3 +64,20 @@ def test_a_close_deletes_an_inferred_placeholder_and_closes_a_real_open_version(
     assert merge_history_rows(out, changes, columns, inferred=True) == out  # a replay: each version matches itself
     with pytest.raises(MultipleMatches):  # the open version closed and re-inserted by one batch: Delta refuses it too
         merge_history_rows([real], [changes[1], {"_kind": VERSION, **real}], columns, inferred=True)
+
+
+def test_a_type1_close_sets_its_columns_on_every_version_and_closes_only_when_the_batch_made_one():
+    columns = ["surrogate_key", "source_seq", "email", "valid_from", "valid_to", "is_current", "updated_batch_seq"]
+    old = dict(zip(columns, (1, 10, "a1", 5, 7, False, 1)))
+    opened = dict(zip(columns, (1, 11, "a1", 7, None, True, 1)))
+    only_type1 = {"_kind": CLOSE, "surrogate_key": 1, "valid_from": None, "updated_batch_seq": 2, "source_seq": None,
+                  "email": "a2", "_closes": False}
+    out = merge_history_rows([old, opened], [only_type1], columns, inferred=False, type1=("email",))
+    assert out == [{**old, "email": "a2", "updated_batch_seq": 2}, {**opened, "email": "a2", "updated_batch_seq": 2}]
+    version = {"_kind": VERSION, **dict(zip(columns, (1, 12, "a3", 9, None, True, 3)))}
+    closing = {**only_type1, "valid_from": 9, "updated_batch_seq": 3, "email": "a3", "_closes": True}
+    out = merge_history_rows(out, [closing, version], columns, inferred=False, type1=("email",))
+    assert out == [{**old, "email": "a3", "updated_batch_seq": 3},
+                   {**opened, "email": "a3", "valid_to": 9, "is_current": False, "updated_batch_seq": 3},
+                   {c: version[c] for c in columns}]
+    assert merge_history_rows(out, [closing, version], columns, inferred=False, type1=("email",)) == out  # a replay

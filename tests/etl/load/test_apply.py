@@ -246,3 +246,65 @@ def test_an_inferred_member_s_placeholder_version_gives_way_to_the_first_real_on
                                  "surrogate_key long, holder string, is_inferred boolean, source_seq long, valid_from timestamp, "
                                  "valid_to timestamp, is_current boolean")
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
+
+
+TYPE1_MODEL = """
+[entities.account]
+key = { number = "integer" }
+attributes = { holder = "string", email = "string" }
+history = "history"
+type1 = ["email"]
+"""
+TYPE1_LOGGED = LOGGED.replace("holder string, ", "holder string, email string, ")
+
+
+def digests(version: str, type1: str) -> str:
+    """A type1 entity's row hash: the version columns' digest, then the type1 columns' (64 hex each)."""
+    return version.ljust(64, "0") + type1.ljust(64, "0")
+
+
+def test_type1_columns_are_overwritten_on_every_version_and_their_change_alone_makes_none(spark, cfg, tmp_path, store):
+    """``type1 = ["email"]``: a change of the e-mail only keeps the open version open and sets the
+    e-mail on it; a batch with a new version and a delete sets the last upsert's e-mail on every
+    version of the key, old ones included; two e-mail changes in one batch make no version; a
+    replay changes nothing."""
+    model = tmp_path / "model.toml"
+    model.write_text(TYPE1_MODEL)
+    cfg, tables = handle(spark, cfg.replace(model_file=str(model), warehouse_root=str(tmp_path / "type1-warehouse")), store)
+    entity = cfg.entity_model
+
+    def apply(rows):
+        logged = spark.createDataFrame(rows, TYPE1_LOGGED)
+        tables.merge_history(history_changes(logged, read(spark, cfg, "account_history").where("is_current"), entity))
+
+    def got():
+        return read(spark, cfg, "account_history").select(
+            "surrogate_key", "holder", "email", "is_deleted", "source_seq", "valid_from", "valid_to", "is_current")
+
+    schema = ("surrogate_key long, holder string, email string, is_deleted boolean, source_seq long, valid_from timestamp, "
+              "valid_to timestamp, is_current boolean")
+    apply([("u1", 1, "crm", "1", 1, "A", "a1", "upsert", digests("A", "a1"), 10, T1, T1, True, 1)])
+    apply([("u2", 1, "crm", "1", 1, "A", "a2", "upsert", digests("A", "a2"), 11, T2, T2, True, 2),  # the e-mail only
+           ("u3", 2, "crm", "2", 2, "X", "x1", "upsert", digests("X", "x1"), 3, T1, T2, True, 2)])
+    assert_df_equality(got(), spark.createDataFrame([
+        (1, "A", "a2", False, 10, T1, None, True),
+        (2, "X", "x1", False, 3, T1, None, True),
+    ], schema), ignore_row_order=True, ignore_nullable=True)
+    third = [
+        ("u4", 1, "crm", "1", 1, "B", "a3", "upsert", digests("B", "a3"), 12, T2, T3, True, 3),
+        ("u5", 1, "crm", "1", 1, None, None, "delete", digests("D", ""), 13, T3, T3, True, 3),  # gone, not a new e-mail
+        ("u6", 2, "crm", "2", 2, "X", "x2", "upsert", digests("X", "x2"), 4, T2, T3, True, 3),
+        ("u7", 2, "crm", "2", 2, "X", "x3", "upsert", digests("X", "x3"), 5, T3, T3, True, 3),
+        ("u8", 2, "crm", "2", 2, "Y", "x9", "upsert", digests("Y", "x9"), 2, T3, T3, False, 3),  # stale: nothing
+    ]
+    apply(third)
+    apply(third)  # recovery applies the batch again
+    want = spark.createDataFrame([
+        (1, "A", "a3", False, 10, T1, T2, False),
+        (1, "B", "a3", False, 12, T2, T3, False),
+        (1, None, "a3", True, 13, T3, None, True),
+        (2, "X", "x3", False, 3, T1, None, True),
+    ], schema)
+    assert_df_equality(got(), want, ignore_row_order=True, ignore_nullable=True)
+    validity = history_validity(read(spark, cfg, "account_history")).collect()
+    assert [(r.open_versions, r.last_open, r.overlaps, r.gaps, r.inverted) for r in validity] == [(1, 1, 0, 0, 0)] * 2

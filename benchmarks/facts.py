@@ -95,7 +95,8 @@ def main() -> None:
     if not seeded or seeded.get("keys") != args.keys:
         shutil.rmtree(args.work / "warehouse", ignore_errors=True)
         t = time.time()
-        rows = seed_direct(spark, dimension, args.keys, SEED_RUN, presence=1.0, sources=("crm",))
+        rows = seed_direct(spark, dimension, args.keys, SEED_RUN, presence=1.0, sources=("crm",),
+                           progress=lambda line: print(line, flush=True))
         seed_marker(args.work).write_text(json.dumps({"keys": args.keys, "rows": rows, "seconds": time.time() - t}))
         print(f"seeded {rows} customer keys in {time.time() - t:.0f} s", flush=True)
     keymap_bytes = int(spark.sql(f"DESCRIBE DETAIL delta.`{dimension.table_path('key_map')}`").first().sizeInBytes)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
@@ -17,6 +18,7 @@ from etl.ingest import row_hash
 from etl.io.layout_store import load_layout
 from etl.io.sequence_store import check_sequence_definition
 from etl.io.spark import build_spark_session
+from etl.io.spark_progress import spark_progress
 from etl.io.tables import append, ensure_tables, open_tables, read, row_frame
 from etl.load.results import FLUSH_STEP
 from etl.transforms.layout import segment_column
@@ -45,13 +47,14 @@ def scratch_spark(name: str):
     return work, spark
 
 
-def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float = 0.5, sources=("crm", "web")) -> int:
+def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float = 0.5, sources=("crm", "web"),
+                progress: Callable[[str], None] | None = None) -> int:
     """Write a seeded warehouse's ``key_map``, ``customer_current`` and ledger row directly, as one
     bulk load: the stream path (1.2x the domain as JSON lines through ingest and ``native``) would
     take hours at 20 million keys on 2 cores. Each ``(source, natural key)`` of the domain is
     present with probability ``presence`` (a fixed hash, so every run seeds the same rows) with
     the generator's ``initial_content``, so the stream's "unchanged" updates are duplicates here
-    too. Returns the rows seeded."""
+    too. Returns the rows seeded; ``progress`` hears the writes' tasks as they go (minutes at full size)."""
     check_sequence_definition(cfg, open_tables(spark, cfg))  # written by hand, ordered as the entity's loads order them
     ensure_tables(spark, cfg)
     seg = segment_column(load_layout(cfg, "range"))
@@ -80,8 +83,10 @@ def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float
         .withColumn("updated_batch_seq", F.lit(1).cast("long")).withColumn("is_deleted", F.lit(False))
         .withColumn("is_inferred", F.lit(False))  # a customer some fact references has the column (conform drops it otherwise)
     )
-    append(rows.repartition(cfg.n_part, "segment_id"), cfg, "key_map")
-    append(rows, cfg, "customer_current")
+    with spark_progress(spark, "seeding key_map", progress):
+        append(rows.repartition(cfg.n_part, "segment_id"), cfg, "key_map")
+    with spark_progress(spark, "seeding customer_current", progress):
+        append(rows, cfg, "customer_current")
     seeded = read(spark, cfg, "key_map").count()
     ledger = dict(run_key=run.run_key, batch_index=FLUSH_STEP, batch_seq=1, strategy="seed", updates_in=seeded,
                   keys_allocated=seeded, next_surrogate_key=keys * len(sources) + 1, committed_at=run.end.replace(tzinfo=None))

@@ -77,6 +77,7 @@ from etl.core.policy import load_batches
 from etl.generator import StreamSpec, generate_stream
 from etl.io.layout_store import load_layout
 from etl.io.spark import build_spark_session
+from etl.io.spark_progress import spark_progress
 from etl.io.tables import read
 from etl.maintenance import relayout
 from etl.simulator.belady import belady_fetches
@@ -194,7 +195,7 @@ def main() -> None:
         marker.unlink(missing_ok=True)
         shutil.rmtree(seeds["range"].warehouse_path, ignore_errors=True)
         if seed_mode == "direct":
-            rows = seed_direct(spark, seeds["range"], size["keys"], seed_run)
+            rows = seed_direct(spark, seeds["range"], size["keys"], seed_run, progress=progress)
             progress(f"seeded {rows} key_map rows directly in {time.time() - started:.0f} s")
         else:
             shutil.rmtree(base.landing_path, ignore_errors=True)
@@ -202,11 +203,13 @@ def main() -> None:
                 StreamSpec(start=seed_run.start, duration_s=300, rate=size["keys"] / 300 * 1.2, key_domain=size["keys"],
                            p=0.25, q=0.25, r=0.25, s=0.25, b=0.5, new_key_share=0, duplicate_share=0,
                            unchanged_share=0, malformed_share=0, delete_share=0, seed=1),
-                base.landing_path,
+                base.landing_path, progress=progress,
             )
             load_layout(seeds["range"], "range")
-            jobs.ingest(spark, seeds["range"], seed_run)
-            jobs.load(spark, seeds["range"], seed_run, strategy="native")
+            with spark_progress(spark, "seed: ingest", progress):
+                jobs.ingest(spark, seeds["range"], seed_run, progress=progress)
+            with spark_progress(spark, "seed: load", progress):
+                jobs.load(spark, seeds["range"], seed_run, strategy="native", progress=progress)
         marker.write_text(json.dumps(wanted))
     if args.seed_only:
         progress(f"seeded under {work} in {time.time() - started:.0f} s; run again with --work {work} to use it")
@@ -277,9 +280,10 @@ def main() -> None:
                 **{**partitioned_settings(rate, t), "max_wait_s": args.max_wait_s, **marks, **variant},
             )
             t1 = time.time()
-            jobs.ingest(spark, cfg, run)
+            said = lambda line, at=f"rate {rate:g} {label}": progress(f"{at}: {line}")  # noqa: E731
+            jobs.ingest(spark, cfg, run, progress=said)
             spark_jobs, commits = jobs_started(spark), delta_commits(cfg.warehouse_path)
-            summary = jobs.load(spark, cfg, run, strategy=strategy)
+            summary = jobs.load(spark, cfg, run, strategy=strategy, progress=said)
             spark_jobs, commits = jobs_started(spark) - spark_jobs, delta_commits(cfg.warehouse_path) - commits
             wall = time.time() - t1
             where = f"run_key = '{run.run_key}'"

@@ -39,7 +39,7 @@ from etl.io.runs import (
 from etl.io.sequence_store import check_sequence_definition
 from etl.io.tables import ensure_tables, open_tables, read
 from etl.load.loader import Loader
-from etl.quality.gate import run_load_gate
+from etl.quality.gate import failed_critical, failed_warnings, run_load_gate
 
 log = logging.getLogger(__name__)
 
@@ -296,7 +296,7 @@ def validate(spark, cfg: EtlConfig, interval: Interval, raise_on_failure: bool =
     summary = run_load_gate(spark, cfg, interval)
     write_summary(cfg, interval, "validate", summary)
     if raise_on_failure and not summary["success"]:
-        failed = [f"{c['table']}: {c['expectation']}" for c in summary["checks"] if not c["success"]]
+        failed = [check_label(c) for c in failed_critical(summary["checks"])]
         raise ValidationFailed(f"quality gate failed for run {interval.run_key}: {failed}; Data Docs: {summary['data_docs']}")
     return summary
 
@@ -328,9 +328,17 @@ def report(cfg: EtlConfig, interval: Interval) -> dict:
         "delay_p99_s": load_s.get("delay_p99_s"),
         "clock_skew": load_s.get("clock_skew", 0),  # arrivals after their commit: not in the delays
         "sequence_conflicts": load_s.get("sequence_conflicts", 0),
+        "references_deleted": validate_s.get("references_deleted", {}),  # a fact's: per reference
         "validation": "passed" if validate_s.get("success") else ("failed" if validate_s else "not run"),
+        "validation_warnings": [check_label(c) for c in failed_warnings(validate_s.get("checks", []))],
         "data_docs": validate_s.get("data_docs"),
     }
+
+
+def check_label(check: dict) -> str:
+    """A check of the gate as the summary and the error name it: its frame, expectation and column."""
+    column = check["kwargs"].get("column")
+    return f"{check['table']}: {check['expectation']}" + (f" ({column})" if column else "")
 
 
 def format_report(rep: dict, cfg: EtlConfig | None = None) -> str:
@@ -373,6 +381,15 @@ def format_report(rep: dict, cfg: EtlConfig | None = None) -> str:
     delays = describe_delays(rep["delay_avg_s"], rep["delay_p99_s"], rep.get("clock_skew", 0))
     if delays:
         lines.append(f"  production delay    {delays}")
-    lines.append(f"  validation          {rep['validation']}")
+    deleted = {r: n for r, n in rep.get("references_deleted", {}).items() if n}
+    if deleted:
+        strict = cfg is not None and cfg.strict_deleted_references
+        lines.append("  facts referencing deleted members  " + ", ".join(f"{r}={n}" for r, n in deleted.items())
+                     + " (the run's live facts whose member was deleted at their event time, flagged <reference>__deleted; "
+                     + ("strict_deleted_references: the gate fails)" if strict else "a warning unless strict_deleted_references)"))
+    warnings = rep.get("validation_warnings", [])
+    lines.append(f"  validation          {rep['validation']}"
+                 + (f", {len(warnings)} warning{'s' if len(warnings) != 1 else ''}" if warnings and rep["validation"] == "passed" else ""))
+    lines.extend(f"    WARNING           {w}" for w in warnings)
     lines.append(f"  Data Docs           {rep['data_docs']}")
     return "\n".join(lines)

@@ -16,6 +16,7 @@ from pyspark.sql import functions as F
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.model import Entity
 from etl.io.tables import open_tables, read
+from etl.quality.gate import with_deleted_references
 from warehouse.schemas import tables, views
 
 MAX_CELL = 40  # characters of a value in the text table; --json prints whole values
@@ -42,17 +43,18 @@ def exists(spark, cfg: EtlConfig, name: str) -> bool:
 
 def with_dimension_keys(spark, cfg: EtlConfig, facts: DataFrame) -> DataFrame:
     """A fact's rows with, beside each reference, the natural key its surrogate key stands for
-    (``<reference>__natural_key``, from the dimension's ``key_map``)."""
+    (``<reference>__natural_key``, from the dimension's ``key_map``) and whether that member was
+    deleted at the fact's event time (``<reference>__deleted``, read now: docs/model.md, "Facts")."""
     order = []
     for column in facts.columns:
         order.append(column)
         if any(r.name == column for r in cfg.entity_model.references):
-            order.append(f"{column}__natural_key")
+            order.extend((f"{column}__natural_key", f"{column}__deleted"))
     for ref in cfg.entity_model.references:
         keys = read(spark, cfg.for_entity(ref.dimension), "key_map").select(
             F.col("surrogate_key").alias(ref.name), F.col("natural_key").alias(f"{ref.name}__natural_key"))
         facts = facts.join(keys, ref.name, "left")
-    return facts.select(order)
+    return with_deleted_references(spark, cfg, facts).select(order)
 
 
 def shown(spark, cfg: EtlConfig, name: str, run_key: str = "", where: str = "", columns: tuple[str, ...] = ()) -> DataFrame:

@@ -7,7 +7,9 @@
 - ``<name>_history_validity`` (history entities): one row per surrogate key with its count of
   open versions (exactly 1), and of overlaps and gaps between consecutive versions (0 each);
 - ``<name>_fact_references`` (facts): one row per reference with its count of dangling fact keys
-  (keys its dimension's ``key_map`` does not hold): 0 each;
+  (keys its dimension's ``key_map`` does not hold): 0 each; and of the run's live fact rows whose
+  member was deleted at the fact's event time (``deleted``): 0 each, a warning (severity
+  ``warning``) unless ``strict_deleted_references`` makes it fail the gate (``critical``);
 - ``run_conservation``: one row per counting identity of the run (updates in = sum of outcomes,
   and the identities between stages); ``expected`` must equal ``actual`` (DESIGN.md §3.1).
 
@@ -60,15 +62,24 @@ def history_validity_suite() -> list:
     ]
 
 
-def fact_references_suite() -> list:
+def fact_references_suite(strict_deleted_references: bool = False):
     """No fact key dangling: each reference's count of fact rows whose key its dimension's
-    ``key_map`` does not hold is 0."""
-    import great_expectations.expectations as gxe
+    ``key_map`` does not hold is 0. No live fact naming a member deleted at its event time either:
+    a warning by default (a source may well send a sale of a product it retired), critical when
+    the site says so."""
+    def build() -> list:
+        import great_expectations.expectations as gxe
+        from great_expectations.expectations.metadata_types import FailureSeverity
 
-    return [
-        gxe.ExpectColumnValuesToNotBeNull(column="dangling"),
-        gxe.ExpectColumnValuesToBeBetween(column="dangling", min_value=0, max_value=0),
-    ]
+        severity = FailureSeverity.CRITICAL if strict_deleted_references else FailureSeverity.WARNING
+        return [
+            gxe.ExpectColumnValuesToNotBeNull(column="dangling"),
+            gxe.ExpectColumnValuesToBeBetween(column="dangling", min_value=0, max_value=0),
+            gxe.ExpectColumnValuesToNotBeNull(column="deleted"),
+            gxe.ExpectColumnValuesToBeBetween(column="deleted", min_value=0, max_value=0, severity=severity),
+        ]
+
+    return build
 
 
 def run_conservation_suite() -> list:
@@ -80,13 +91,14 @@ def run_conservation_suite() -> list:
     ]
 
 
-def suites(entity: Entity) -> dict:
-    """The suites of one entity's warehouse, by the frame each validates."""
+def suites(entity: Entity, strict_deleted_references: bool = False) -> dict:
+    """The suites of one entity's warehouse, by the frame each validates; a fact's references
+    suite warns of deleted members, or fails on them when ``strict_deleted_references``."""
     out = {"key_map": key_map_suite, entity.table: entity_table_suite(entity)}
     if entity.history == "history":
         out[f"{entity.table}_validity"] = history_validity_suite
     if entity.is_fact:
-        out[f"{entity.table}_references"] = fact_references_suite
+        out[f"{entity.table}_references"] = fact_references_suite(strict_deleted_references)
     out["run_conservation"] = run_conservation_suite
     return out
 

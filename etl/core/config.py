@@ -85,6 +85,9 @@ class EtlConfig:
     sources: tuple[str, ...] = ()  # empty: accept any source_id
     max_record_bytes: int = 65536
     max_rejected_fraction: float = 1.0  # a run whose rejected share exceeds this fails
+    # A live fact naming a dimension member deleted at the fact's event time is counted and flagged
+    # (docs/model.md, "Facts"); the gate warns of it, or fails (exit 3) when this is true.
+    strict_deleted_references: bool = False
     schedule: str = "@hourly"
     # The always-on loader (etl stream): it reads a landing minute this long after the minute ends
     # (the landing agent's last write), says it is alive every stream_heartbeat_seconds, and a

@@ -454,7 +454,9 @@ def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> 
     if args.command in ("validate", "run"):
         _progress("validating: the expectation suites (quality gate) and Data Docs")
         summary = jobs.validate(spark, cfg, interval)
-        _progress(f"quality gate passed; Data Docs: {summary['data_docs']}")
+        warned = [jobs.check_label(c) for c in jobs.failed_warnings(summary["checks"])]
+        passed = f"quality gate passed with {len(warned)} warning(s): {'; '.join(warned)}" if warned else "quality gate passed"
+        _progress(f"{passed}; Data Docs: {summary['data_docs']}")
     if args.command == "run":
         rep = jobs.report(cfg, interval)
         _print(rep, args.json, jobs.format_report(rep, cfg))

@@ -21,25 +21,52 @@ from etl.io.tables import read
 from etl.quality.offline_docs import make_site_offline
 from etl.transforms.history import history_validity
 from etl.transforms.outcomes import INFER
+from etl.transforms.references import deleted_at_event_time
 
 log = logging.getLogger(__name__)
 DATASOURCE = "warehouse"
+CRITICAL = "critical"  # GX's FailureSeverity.CRITICAL, the default of every expectation
 
 
 def data_docs_index(cfg: EtlConfig) -> Path:
     return cfg.gx_path / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
 
 
-def references_frame(spark, cfg: EtlConfig):
-    """A fact's references, one row each: ``reference``, ``dimension`` and ``dangling``, its fact
-    rows whose key is null or not in the dimension's ``key_map``."""
-    fact = read(spark, cfg, cfg.entity_model.table)
-    rows = []
+def with_deleted_references(spark, cfg: EtlConfig, facts):
+    """Rows of ``cfg``'s fact with ``<reference>__deleted`` for each reference, from each
+    dimension's table as it is now (``transforms.references.deleted_at_event_time``)."""
     for r in cfg.entity_model.references:
+        dimension = cfg.for_entity(r.dimension)
+        rows = read(spark, dimension, dimension.entity_model.table)
+        facts = deleted_at_event_time(facts, rows, r, dimension.entity_model.history == "history")
+    return facts
+
+
+def run_batch_seqs(spark, cfg: EtlConfig, interval: Interval) -> list[int]:
+    """The batches the run committed (its ledger rows)."""
+    ledger = read(spark, cfg, "batch_ledger").where(F.col("run_key") == interval.run_key)
+    return [r[0] for r in ledger.select("batch_seq").collect()]
+
+
+def references_frame(spark, cfg: EtlConfig, interval: Interval | None = None):
+    """A fact's references, one row each: ``reference``, ``dimension``, ``dangling`` (its fact
+    rows whose key is null or not in the dimension's ``key_map``) and ``deleted`` (the live fact
+    rows the run wrote, or with ``interval`` None every live row, whose member was deleted at the
+    fact's event time)."""
+    fact = read(spark, cfg, cfg.entity_model.table)
+    references = cfg.entity_model.references
+    live = fact.where(~F.col("is_deleted"))
+    if interval is not None:
+        seqs = run_batch_seqs(spark, cfg, interval)
+        live = live.where(F.col("updated_batch_seq").isin(seqs) if seqs else F.lit(False))
+    flagged = with_deleted_references(spark, cfg, live)
+    deleted = flagged.agg(*[F.count_if(F.col(f"{r.name}__deleted")).alias(r.name) for r in references]).first()
+    rows = []
+    for r in references:
         keys = read(spark, cfg.for_entity(r.dimension), "key_map").select(F.col("surrogate_key").alias(r.name))
         dangling = fact.select(r.name).join(keys, r.name, "left_anti").count()
-        rows.append((r.name, r.dimension, dangling))
-    return spark.createDataFrame(rows, "reference string, dimension string, dangling long")
+        rows.append((r.name, r.dimension, dangling, deleted[r.name]))
+    return spark.createDataFrame(rows, "reference string, dimension string, dangling long, deleted long")
 
 
 def conservation_frame(spark, cfg: EtlConfig, interval: Interval | None):
@@ -59,7 +86,7 @@ def conservation_frame(spark, cfg: EtlConfig, interval: Interval | None):
     new_outcomes = log_rows.where(F.col("outcome") == "new").count()
     km = read(spark, cfg, "key_map")
     if interval is not None:
-        seqs = [r[0] for r in of("batch_ledger").select("batch_seq").collect()]
+        seqs = run_batch_seqs(spark, cfg, interval)
         created = km.where(F.col("created_batch_seq").isin(seqs)).count() if seqs else 0
         landed = int(of("landed_files").agg(F.sum("lines")).first()[0] or 0)
         changed = len(landing_changes(spark, cfg, interval, scan_sources(cfg, interval.start, interval.end).files))
@@ -79,6 +106,17 @@ def conservation_frame(spark, cfg: EtlConfig, interval: Interval | None):
     if interval is None:
         rows = rows[3:]  # the first three need the landed files of a run
     return spark.createDataFrame(rows, "check string, expected long, actual long")
+
+
+def failed_critical(checks: list[dict]) -> list[dict]:
+    """The failed checks that fail the gate: those of severity critical (every expectation's
+    unless its suite says otherwise)."""
+    return [c for c in checks if not c["success"] and c.get("severity", CRITICAL) == CRITICAL]
+
+
+def failed_warnings(checks: list[dict]) -> list[dict]:
+    """The failed checks that only warn (severity warning or info): reported, the gate passes."""
+    return [c for c in checks if not c["success"] and c.get("severity", CRITICAL) != CRITICAL]
 
 
 def _checkpoint(context, name: str, expectations: list):
@@ -209,6 +247,7 @@ def open_context(cfg: EtlConfig):
 def _run_suites(spark, cfg: EtlConfig, run_name: str, interval: Interval | None) -> dict:
     import great_expectations as gx  # noqa: F401
     from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.expectations.metadata_types import FailureSeverity
 
     from expectations import suites
 
@@ -218,19 +257,20 @@ def _run_suites(spark, cfg: EtlConfig, run_name: str, interval: Interval | None)
 
     context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
     entity = cfg.entity_model
+    references = f"{entity.table}_references"
     frames = {
         "key_map": lambda: read(spark, cfg, "key_map"),
         entity.table: lambda: read(spark, cfg, entity.table),
         f"{entity.table}_validity": lambda: history_validity(read(spark, cfg, entity.table)),
-        f"{entity.table}_references": lambda: references_frame(spark, cfg),
+        references: lambda: references_frame(spark, cfg, interval),
         "run_conservation": lambda: conservation_frame(spark, cfg, interval),
     }
     checks = []
-    conservation_rows = []
-    for name, factory in suites(entity).items():
+    collected = {}  # the small frames whose rows the summary keeps
+    for name, factory in suites(entity, strict_deleted_references=cfg.strict_deleted_references).items():
         df = frames[name]()
-        if name == "run_conservation":
-            conservation_rows = [r.asDict() for r in df.collect()]
+        if name in ("run_conservation", references):
+            collected[name] = [r.asDict() for r in df.collect()]
         checkpoint = _checkpoint(context, name, factory())
         result = checkpoint.run(batch_parameters={"dataframe": df}, run_id=RunIdentifier(run_name=run_name))
         for validation in result.run_results.values():
@@ -242,6 +282,7 @@ def _run_suites(spark, cfg: EtlConfig, run_name: str, interval: Interval | None)
                         "expectation": config.type,
                         "kwargs": {k: v for k, v in config.kwargs.items() if k != "batch_id"},
                         "success": bool(r.success),
+                        "severity": FailureSeverity(config.severity).value,
                         "unexpected_count": (r.result or {}).get("unexpected_count"),
                     }
                 )
@@ -253,8 +294,10 @@ def _run_suites(spark, cfg: EtlConfig, run_name: str, interval: Interval | None)
         log.warning("Data Docs under %s keep their CDN links: %s", data_docs_index(cfg).parent, exc)
     return {
         "run_key": run_name,
-        "success": all(c["success"] for c in checks),
+        "success": not failed_critical(checks),
         "checks": checks,
-        "conservation": conservation_rows,
+        "conservation": collected.get("run_conservation", []),
+        **({"references_deleted": {r["reference"]: r["deleted"] for r in collected[references]}}
+           if references in collected else {}),
         "data_docs": str(data_docs_index(cfg)),
     }

@@ -7,6 +7,11 @@ dimension's ``key_map``: ``(source_id, natural_key)``, the key encoded as the di
 rules encode it (``etl.core.model.encode_key``). A key the dimension has not seen becomes an
 inferred member: an update of op ``infer`` that allocates its surrogate key at once, with no
 content, which the dimension's first real update for it fills (``transforms.outcomes``).
+
+What a fact's key names is read when the fact is read, never stored on it: the dimension's version
+valid at the fact's event time (``versions_at_event_time``) and whether that member was deleted
+then (``deleted_at_event_time``), so they follow the dimension as it now is, whatever the order the
+streams were loaded in (docs/decisions/deleted-references.md).
 """
 
 from __future__ import annotations
@@ -118,3 +123,27 @@ def versions_at_event_time(facts: DataFrame, history: DataFrame, reference: Refe
     older = F.col("_first") & (F.col("event_ts") < starts)
     on = (F.col(sk) == F.col(f"{sk}__surrogate_key")) & (valid | older)
     return facts.join(versions, on, "left").drop("_first")
+
+
+def deleted_at_event_time(facts: DataFrame, dimension_rows: DataFrame, reference: Reference, history: bool) -> DataFrame:
+    """``facts`` with ``<reference>__deleted``: whether the member the fact's key names was deleted
+    at the fact's ``event_ts``. In a history dimension, the version ``versions_at_event_time``
+    gives the fact is a delete; in a current-state one (``history`` false), the member's row is a
+    delete no later than the fact (it keeps no history: a member deleted and then created again
+    shows as it is now). False for an inferred member (never deleted) and for a key the dimension
+    does not hold (dangling: the gate's own check); null only for a fact without the key. Computed
+    when read, never stored: a stored flag would depend on whether the fact was loaded before or
+    after the delete (docs/decisions/deleted-references.md)."""
+    sk = reference.name
+    if history:
+        versions = dimension_rows.select("surrogate_key", "valid_from", "valid_to", "source_seq", "is_deleted")
+        joined = versions_at_event_time(facts, versions, reference)
+        deleted = F.col(f"{sk}__is_deleted")
+    else:
+        members = dimension_rows.select(F.col("surrogate_key").alias(f"{sk}__surrogate_key"),
+                                        F.col("is_deleted").alias(f"{sk}__is_deleted"),
+                                        F.col("event_ts").alias(f"{sk}__event_ts"))
+        joined = facts.join(members, F.col(sk) == F.col(f"{sk}__surrogate_key"), "left")
+        deleted = F.col(f"{sk}__is_deleted") & (F.col(f"{sk}__event_ts") <= F.col("event_ts"))
+    flag = F.when(F.col(sk).isNotNull(), F.coalesce(deleted, F.lit(False)))
+    return joined.select(*facts.columns, flag.alias(f"{sk}__deleted"))

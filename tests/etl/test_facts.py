@@ -23,7 +23,7 @@ from etl.core.oracle import decide, entity_rows, inferred_rows, reference_key
 from etl.io import memory_tables
 from etl.io.landing import landing_file
 from etl.io.tables import open_tables, read
-from etl.quality.gate import run_load_gate
+from etl.quality.gate import run_load_gate, with_deleted_references
 from etl.quality.report import build_report
 from etl.transforms.references import versions_at_event_time
 from tests.helpers import ROOT, SEEDED_FIRST, SEEDED_T0
@@ -63,11 +63,15 @@ STREAMS = {
         customer("crm", 1, 75, "Ann B"),
         customer("shop", 9, 85, "Cy"),  # named by order 101 first when facts load first: inferred, then filled
         customer("shop", 9, 100, "Cy 2"),
+        customer("shop", 20, 12, "Dee"),
+        line("shop", 0, 45, {"updated_at": at(45)}, "delete", customer_id=20),  # a delete as the source sends it
     ],
     "product": [
         product("P1", "EU", 1, 5, "Pen", "2.50"),
         product("P2", "US", 1, 65, "Ink", "4.00"),
         product("P1", "EU", 2, 90, "Pen", "2.75"),
+        product("P3", "EU", 1, 8, "Cap", "1.00"),
+        line("erp", 2, 25, {}, "delete", sku="P3", region="EU"),
     ],
     "orders": [
         order(100, 1, 30, 7, "P1", "EU", 1),
@@ -79,9 +83,13 @@ STREAMS = {
         order(104, 1, 82, None, "P9", "EU", 1),  # no customer_id: rejected (missing_reference)
         order(105, 1, 105, 12, "P9", "EU", 4),  # two keys no dimension ever has
         order(106, 1, 110, 9, "P1", "EU", 2),  # after shop/9's second version began
+        order(107, 1, 60, 20, "P1", "EU", 1),  # shop/20 was deleted at 45: flagged customer_sk__deleted
+        order(108, 1, 35, 20, "P1", "EU", 1),  # before that delete: not flagged
+        order(109, 1, 30, 7, "P3", "EU", 1),  # P3 was deleted at 25: flagged product_sk__deleted
     ],
 }
 NEVER_ARRIVE = {("customer", "shop/1"), ("customer", "shop/12"), ("product", 'erp/["P9","EU"]')}
+DELETED_AT_EVENT_TIME = {107: (True, False), 109: (False, True)}  # (customer_sk__deleted, product_sk__deleted)
 
 
 def config(root, strategy: str, entity: str, table_store: str = "memory") -> EtlConfig:
@@ -212,7 +220,7 @@ def test_inferred_members_keep_their_keys_when_filled(spark, warehouses):
     log = read(spark, cfg, "outcome_log").collect()
     inferred = {(r.source_id, r.natural_key): r.surrogate_key for r in log if r.reason == "inferred"}
     # every key an order names was inferred, and those the customers then brought were filled
-    assert set(inferred) == {("shop", "7"), ("shop", "9"), ("shop", "1"), ("shop", "12")}
+    assert set(inferred) == {("shop", "7"), ("shop", "9"), ("shop", "1"), ("shop", "12"), ("shop", "20")}
     assert all(km[k] == sk for k, sk in inferred.items())
     filled = [r.outcome for r in sorted(log, key=lambda r: r.arrival_ts) if (r.source_id, r.natural_key, r.op) == ("shop", "9", "upsert")]
     assert filled == ["matched", "matched"]
@@ -220,7 +228,7 @@ def test_inferred_members_keep_their_keys_when_filled(spark, warehouses):
     assert [(r.name, r.is_inferred, r.is_current, r.surrogate_key) for r in rows] == [
         ("Cy", False, False, km[("shop", "9")]), ("Cy 2", False, True, km[("shop", "9")])]
     # the fact's load counts them; loaded after the dimensions, only the keys they never had
-    assert warehouses[("partitioned-range", "facts-first", "inferred")] == {"customer": 4, "product": 3}
+    assert warehouses[("partitioned-range", "facts-first", "inferred")] == {"customer": 5, "product": 4}
     assert warehouses[("native", "dimensions-first", "inferred")] == {"customer": 2, "product": 1}
 
 
@@ -229,15 +237,31 @@ def test_a_fact_line_without_its_reference_is_rejected_and_the_gates_pass(spark,
     cfg = config(root, "native", "orders")
     rejected = [(r.reason, json.loads(r.raw_line)["order_id"]) for r in read(spark, cfg, "rejected_updates").collect()]
     assert rejected == [("missing_reference", 104)]
-    for entity in STREAMS:
+    for entity in ("customer", "product"):
         gate = run_load_gate(spark, config(root, "native", entity), RUN)
         assert gate["success"], (entity, gate)
-        if entity == "orders":
-            assert {(c["table"], c["unexpected_count"]) for c in gate["checks"] if c["table"] == "orders_fact_references"} == {
-                ("orders_fact_references", 0)}
+    # The orders name members their dimensions' sources deleted (loaded before them here): counted,
+    # and the gate passes with a warning, in the run's summary too.
+    gate = jobs.validate(spark, cfg, RUN)
+    assert gate["success"] and gate["references_deleted"] == {"customer_sk": 1, "product_sk": 1}
+    assert {(c["kwargs"]["column"], c["expectation"], c["unexpected_count"], c["severity"], c["success"])
+            for c in gate["checks"] if c["table"] == "orders_fact_references"} == {
+        ("dangling", "expect_column_values_to_not_be_null", 0, "critical", True),
+        ("dangling", "expect_column_values_to_be_between", 0, "critical", True),
+        ("deleted", "expect_column_values_to_not_be_null", 0, "critical", True),
+        ("deleted", "expect_column_values_to_be_between", 2, "warning", False)}
+    summary = jobs.format_report(jobs.report(cfg, RUN), cfg).splitlines()
+    assert any(ln.startswith("  facts referencing deleted members  customer_sk=1, product_sk=1 (") for ln in summary), summary
+    assert "  validation          passed, 1 warning" in summary
+    assert "    WARNING           orders_fact_references: expect_column_values_to_be_between (deleted)" in summary
+    # The site that wants them refused makes the expectation critical: the gate fails on it alone.
+    strict = run_load_gate(spark, cfg.replace(strict_deleted_references=True), RUN)
+    assert not strict["success"]
+    assert [(c["kwargs"]["column"], c["severity"]) for c in strict["checks"] if not c["success"]] == [("deleted", "critical")]
     # The quality reports count inferred members: the fact's allocated, the dimension's unfilled.
     report = build_report(spark, cfg.replace(report_window_seconds=120, report_slide_seconds=60), RUN)
     assert report["suites_passed"] and report["inferred_members"] == {"allocated": {"customer": 2, "product": 1}}
+    assert [c["kwargs"]["column"] for c in report["warnings"]] == ["deleted"] and report["failed_checks"] == []
     customer = config(root, "native", "customer").replace(report_window_seconds=120, report_slide_seconds=60)
     assert build_report(spark, customer, RUN)["inferred_members"] == {"unfilled": 2}
 
@@ -254,8 +278,8 @@ def test_a_dangling_fact_key_fails_the_gate(spark, warehouses, tmp_path):
     wrong = tables.read("orders_fact").where("order_id = 103").withColumn("customer_sk", F.col("customer_sk") + 1000)
     tables.replace_where(wrong.localCheckpoint(), "orders_fact", "order_id = 103")
     gate = run_load_gate(spark, broken, RUN)
-    failed = [(c["table"], c["expectation"]) for c in gate["checks"] if not c["success"]]
-    assert ("orders_fact_references", "expect_column_values_to_be_between") in failed
+    failed = [(c["table"], c["expectation"], c["kwargs"]["column"]) for c in gate["checks"] if not c["success"]]
+    assert ("orders_fact_references", "expect_column_values_to_be_between", "dangling") in failed and not gate["success"]
 
 
 def killed_load(processes, cfg: EtlConfig, point: str, nth: int):
@@ -298,7 +322,8 @@ def test_a_fact_load_killed_at_its_commit_points_recovers_to_the_uninterrupted_t
 def test_a_fact_reads_the_version_of_a_history_dimension_valid_at_its_event_time(spark, warehouses):
     """The rule of docs/model.md: the version with valid_from <= event_ts < valid_to; a fact older
     than the key's first version, the first; whatever order the streams were loaded in."""
-    want = {100: "Bo", 101: "Cy", 102: None, 103: "Cy", 105: None, 106: "Cy 2"}  # 102, 105: inferred members
+    want = {100: "Bo", 101: "Cy", 102: None, 103: "Cy", 105: None, 106: "Cy 2",  # 102, 105: inferred members
+            107: None, 108: "Dee", 109: "Bo"}  # 107: the delete's version
     for strategy, order_name in CASES:
         root = warehouses[(strategy, order_name)]
         orders, customer = config(root, strategy, "orders"), config(root, strategy, "customer")
@@ -308,10 +333,15 @@ def test_a_fact_reads_the_version_of_a_history_dimension_valid_at_its_event_time
         assert {r.order_id: r.customer_sk__name for r in rows} == want, (strategy, order_name)
         assert len(rows) == len(want)  # exactly one version per fact
         assert {r.order_id for r in rows if r.customer_sk__is_inferred} == {102, 105}
+        # and whether each member was deleted then: the same whether the delete was loaded before the fact or after
+        flags = with_deleted_references(spark, orders, read(spark, orders, "orders_fact")).collect()
+        assert {r.order_id: (r.customer_sk__deleted, r.product_sk__deleted) for r in flags
+                if r.customer_sk__deleted or r.product_sk__deleted} == DELETED_AT_EVENT_TIME, (strategy, order_name)
 
 
 def test_etl_show_prints_a_fact_with_the_natural_key_each_reference_stands_for(spark, warehouses):
-    """`etl show orders_fact`: beside each reference, its dimension's natural key (issue 45)."""
+    """`etl show orders_fact`: beside each reference, its dimension's natural key and whether that
+    member was deleted at the fact's event time (issue 45)."""
     from etl.show import show
 
     root = warehouses[CASES[0]]
@@ -323,3 +353,7 @@ def test_etl_show_prints_a_fact_with_the_natural_key_each_reference_stands_for(s
         assert [r[f"{ref.name}__natural_key"] for r in rows] == [keys[r[ref.name]] for r in rows]
         names = list(rows[0])
         assert names.index(f"{ref.name}__natural_key") == names.index(ref.name) + 1
+        assert names.index(f"{ref.name}__deleted") == names.index(ref.name) + 2
+        assert all(isinstance(r[f"{ref.name}__deleted"], bool) for r in rows)
+    assert {r["order_id"]: (r["customer_sk__deleted"], r["product_sk__deleted"]) for r in rows
+            if r["customer_sk__deleted"] or r["product_sk__deleted"]} == DELETED_AT_EVENT_TIME

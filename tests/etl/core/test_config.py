@@ -24,6 +24,17 @@ def test_file_then_environment_then_overrides(tmp_path):
     assert cfg.sources == ("crm", "web")
 
 
+def test_deleted_references_are_a_warning_unless_the_site_makes_them_strict(tmp_path):
+    """``strict_deleted_references`` (issue 45 item 8): off by default, from a file or ETL_*."""
+    assert load_config(env={}).strict_deleted_references is False
+    assert load_config(env={"ETL_STRICT_DELETED_REFERENCES": "true"}).strict_deleted_references is True
+    f = tmp_path / "etl.toml"
+    f.write_text("[etl]\nstrict_deleted_references = true\n")
+    assert load_config(f, env={"ETL_STRICT_DELETED_REFERENCES": "no"}).strict_deleted_references is False
+    with pytest.raises(ConfigError, match="strict_deleted_references"):
+        load_config(env={"ETL_STRICT_DELETED_REFERENCES": "sometimes"})
+
+
 def test_config_file_from_environment(tmp_path):
     f = tmp_path / "c.toml"
     f.write_text("theta = 100\n")

@@ -505,3 +505,14 @@ def test_type1_columns_split_the_compared_columns_of_a_history_entity(tmp_path):
     assert entity.type1 == ("email", "phone")
     assert (entity.version_compare, entity.type1_compare) == (("name",), ("email",))
     assert load_model().entity().type1 == ()
+
+
+def test_a_fact_may_make_its_deleted_references_strict_in_its_settings(tmp_path):
+    path = tmp_path / "model.toml"
+    path.write_text("[entities.customer]\nkey = { customer_id = 'integer' }\n[entities.orders]\nkind = 'fact'\n"
+                    "key = { id = 'integer' }\nattributes = { customer_id = 'integer' }\n"
+                    "references = { c_sk = { dimension = 'customer', by = ['customer_id'] } }\n"
+                    "[entities.orders.settings]\nstrict_deleted_references = true\n")
+    cfg = load_config(env={}, overrides={"model_file": str(path), "entity": "orders", "warehouse_root": str(tmp_path / "w")})
+    assert cfg.strict_deleted_references
+    assert not load_config(env={}, overrides={"model_file": str(path), "entity": "customer"}).strict_deleted_references

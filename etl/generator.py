@@ -409,8 +409,9 @@ def generate_stream(
                 content = current.get(key) or shape.initial(source, index)
                 kind = "unchanged"
                 if shape.entity.type1 and seq_counter[source] % 2:
-                    # Half of a history entity's unchanged updates change its type1 columns only:
-                    # a value no content draw gives (those are below 2**30).
+                    # Half of a history entity's unchanged updates change its type1 columns only,
+                    # to a value made from a number above the content draws' (a type that wraps
+                    # around, a boolean say, may give the same value: then it is unchanged).
                     columns = [c for c in shape.entity.attributes if c.name in shape.entity.type1]
                     content = dict(content, **{c.name: _value(c, (1 << 30) + seq_counter[source]) for c in columns})
                     kind = "type1_only"

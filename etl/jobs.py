@@ -329,6 +329,9 @@ def report(cfg: EtlConfig, interval: Interval) -> dict:
         "clock_skew": load_s.get("clock_skew", 0),  # arrivals after their commit: not in the delays
         "sequence_conflicts": load_s.get("sequence_conflicts", 0),
         "references_deleted": validate_s.get("references_deleted", {}),  # a fact's: per reference
+        # Whether the gate held them as critical, as it ran (the setting may have changed since).
+        "references_deleted_strict": any(c.get("kwargs", {}).get("column") == "deleted" and c.get("severity") == "critical"
+                                         and c["table"].endswith("_references") for c in validate_s.get("checks", [])),
         "validation": "passed" if validate_s.get("success") else ("failed" if validate_s else "not run"),
         "validation_warnings": [check_label(c) for c in failed_warnings(validate_s.get("checks", []))],
         "data_docs": validate_s.get("data_docs"),
@@ -383,7 +386,7 @@ def format_report(rep: dict, cfg: EtlConfig | None = None) -> str:
         lines.append(f"  production delay    {delays}")
     deleted = {r: n for r, n in rep.get("references_deleted", {}).items() if n}
     if deleted:
-        strict = cfg is not None and cfg.strict_deleted_references
+        strict = rep.get("references_deleted_strict", False)
         lines.append("  facts referencing deleted members  " + ", ".join(f"{r}={n}" for r, n in deleted.items())
                      + " (the run's live facts whose member was deleted at their event time, flagged <reference>__deleted; "
                      + ("strict_deleted_references: the gate fails)" if strict else "a warning unless strict_deleted_references)"))

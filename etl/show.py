@@ -16,7 +16,7 @@ from pyspark.sql import functions as F
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.model import Entity
 from etl.io.tables import open_tables, read
-from etl.quality.gate import with_deleted_references
+from etl.load.references import with_deleted_references
 from warehouse.schemas import tables, views
 
 MAX_CELL = 40  # characters of a value in the text table; --json prints whole values

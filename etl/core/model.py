@@ -58,6 +58,8 @@ VERSION_HASH_CHARS = 64
 
 
 def version_hash(row_hash: str) -> str:
+    """The part of a row hash that decides whether an update makes a version (all of it when the
+    entity has no ``type1`` columns: the hash is one digest then)."""
     return row_hash[:VERSION_HASH_CHARS]
 KINDS = ("dimension", "fact")
 DEFAULT_SEQUENCE = "source_seq"
@@ -223,6 +225,7 @@ class Entity:
 
     @property
     def type1_compare(self) -> tuple[str, ...]:
+        """The ``compare`` columns hashed apart, so that their change alone makes no version."""
         return tuple(c for c in self.compare if c in self.type1)
 
     def input_of(self, source: str) -> Input:
@@ -505,6 +508,9 @@ def _entity(path: str, name: str, raw: Any) -> Entity:
     refused = sorted(set(settings) - set(ENTITY_SETTINGS))
     if refused:
         raise ConfigError(f"{origin}: settings {', '.join(map(repr, refused))}: not a setting an entity may set ({', '.join(ENTITY_SETTINGS)})")
+    if "strict_deleted_references" in settings and kind != "fact":
+        raise ConfigError(f"{origin}: settings 'strict_deleted_references' is a fact's (how its gate takes facts naming "
+                          f"deleted members); a dimension has no references")
     references = _references(origin, raw.get("references", {}), (*key, *attributes)) if kind == "fact" else ()
     if kind == "fact" and not references:
         raise ConfigError(f"{origin}: a fact needs 'references' (at least one surrogate key from a dimension)")

@@ -109,8 +109,8 @@ def merge_history_rows(target: list[dict], changes: list[dict], columns: list[st
     def matches(t: dict, s: dict) -> bool:
         if s["_kind"] == VERSION:
             return t["source_seq"] is not None and t["source_seq"] == s["source_seq"]
-        return (s["_kind"] == CLOSE and (bool(type1) or bool(t["is_current"]))
-                and _lt(t["updated_batch_seq"], s["updated_batch_seq"]))
+        reaches = bool(t["is_current"]) or any(t[c] != s[c] for c in type1)  # (nulls equal, as SQL's <=>)
+        return s["_kind"] == CLOSE and reaches and _lt(t["updated_batch_seq"], s["updated_batch_seq"])
 
     matched: dict = {}
     deleted: set[int] = set()

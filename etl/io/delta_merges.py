@@ -94,21 +94,25 @@ HISTORY_MERGE_CONDITION = (
     f"t.surrogate_key = s.surrogate_key AND ((s._kind = '{VERSION}' AND t.source_seq = s.source_seq) OR "
     f"(s._kind = '{CLOSE}' AND t.is_current AND t.updated_batch_seq < s.updated_batch_seq))"
 )
-# With type1 columns a key's ``close`` row reaches every stored version (their type1 values), and
-# closes the open one only when the batch made a version.
-TYPE1_HISTORY_MERGE_CONDITION = (
-    f"t.surrogate_key = s.surrogate_key AND ((s._kind = '{VERSION}' AND t.source_seq = s.source_seq) OR "
-    f"(s._kind = '{CLOSE}' AND t.updated_batch_seq < s.updated_batch_seq))"
-)
+
+
+def type1_history_merge_condition(type1: tuple[str, ...]) -> str:
+    """With type1 columns a key's ``close`` row reaches its open version (closed only when the
+    batch made a version) and every stored version whose type1 values differ from the row's, so a
+    batch rewrites only the versions it changes."""
+    differs = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in type1)
+    return (f"t.surrogate_key = s.surrogate_key AND ((s._kind = '{VERSION}' AND t.source_seq = s.source_seq) OR "
+            f"(s._kind = '{CLOSE}' AND t.updated_batch_seq < s.updated_batch_seq AND (t.is_current OR {differs})))")
 
 
 def merge_history(table: DeltaTable, changes: DataFrame, entity: Entity) -> None:
     """``changes`` (``transforms.history.history_changes``) into the entity's ``<name>_history``:
     the batch's versions inserted, each key's open version closed where they start, and with
     ``type1`` columns those set on every version of the batch's keys. Idempotent: a version already
-    there matches itself, and a row the batch changed or made is not matched by its ``close`` row."""
+    there matches itself, and a row the batch changed, made or left as it wanted it is not matched
+    by its ``close`` row."""
     columns = schema_of(entity.table, entity).fieldNames()
-    condition = TYPE1_HISTORY_MERGE_CONDITION if entity.type1 else HISTORY_MERGE_CONDITION
+    condition = type1_history_merge_condition(entity.type1) if entity.type1 else HISTORY_MERGE_CONDITION
     merge = table.alias("t").merge(F.broadcast(changes).alias("s"), condition)
     if entity.inferred:  # an inferred member's placeholder version gives way to the first real one
         merge = merge.whenMatchedDelete(condition=f"s._kind = '{CLOSE}' AND t.is_inferred")

@@ -22,7 +22,8 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
-from etl.transforms.references import inferred_run_key, inferred_updates, probes, with_references
+from etl.io.tables import read
+from etl.transforms.references import deleted_at_event_time, inferred_run_key, inferred_updates, probes, with_references
 
 log = logging.getLogger(__name__)
 
@@ -82,3 +83,13 @@ class References:
         found = {n: d.tables.read("key_map").select("source_id", "natural_key", F.col("surrogate_key").alias("km_surrogate_key"))
                  for n, d in self.dimensions.items()}
         return with_references(ingested, self.fact, found)
+
+
+def with_deleted_references(spark, cfg: EtlConfig, facts):
+    """Rows of ``cfg``'s fact with ``<reference>__deleted`` for each reference, from each
+    dimension's table as it is now (``transforms.references.deleted_at_event_time``)."""
+    for r in cfg.entity_model.references:
+        dimension = cfg.for_entity(r.dimension)
+        rows = read(spark, dimension, dimension.entity_model.table)
+        facts = deleted_at_event_time(facts, rows, r, dimension.entity_model.history == "history")
+    return facts

@@ -18,10 +18,10 @@ from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.io.runs import landing_changes, scan_sources
 from etl.io.tables import read
+from etl.load.references import with_deleted_references
 from etl.quality.offline_docs import make_site_offline
 from etl.transforms.history import history_validity
 from etl.transforms.outcomes import INFER
-from etl.transforms.references import deleted_at_event_time
 
 log = logging.getLogger(__name__)
 DATASOURCE = "warehouse"
@@ -30,16 +30,6 @@ CRITICAL = "critical"  # GX's FailureSeverity.CRITICAL, the default of every exp
 
 def data_docs_index(cfg: EtlConfig) -> Path:
     return cfg.gx_path / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
-
-
-def with_deleted_references(spark, cfg: EtlConfig, facts):
-    """Rows of ``cfg``'s fact with ``<reference>__deleted`` for each reference, from each
-    dimension's table as it is now (``transforms.references.deleted_at_event_time``)."""
-    for r in cfg.entity_model.references:
-        dimension = cfg.for_entity(r.dimension)
-        rows = read(spark, dimension, dimension.entity_model.table)
-        facts = deleted_at_event_time(facts, rows, r, dimension.entity_model.history == "history")
-    return facts
 
 
 def run_batch_seqs(spark, cfg: EtlConfig, interval: Interval) -> list[int]:

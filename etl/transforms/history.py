@@ -27,15 +27,7 @@ __all__ = ["CLOSE", "VERSION", "history_changes", "history_validity"]
 def history_changes(outcomes: DataFrame, open_versions: DataFrame, entity: Entity) -> DataFrame:
     """The rows one MERGE applies: the batch's versions of each key, and one ``close`` row per key
     (``_kind``). ``open_versions``: the history table's open rows (``surrogate_key``, ``valid_from``,
-    and for ``type1`` columns ``row_hash`` and those columns).
-
-    With ``type1`` columns an applied update makes a version only when its ``version_hash`` differs
-    from the key's previous one (in the batch, else the open version's); every version of the key,
-    old and new, gets the type1 values of its last applied update that is no delete (a delete says
-    the member is gone, not that its e-mail changed), else the open version's, else the first
-    line's; the ``close`` row carries them to the key's stored versions and closes the open one
-    only when the batch made a version (``_closes``)."""
-    type1 = entity.type1
+    and for ``type1`` columns ``source_seq``, ``row_hash`` and those columns)."""
     applied = outcomes.where(F.col("applies")).select(
         "surrogate_key", "source_id", "natural_key", *(c.name for c in entity.columns),
         (F.col("op") == "delete").alias("is_deleted"),
@@ -43,49 +35,85 @@ def history_changes(outcomes: DataFrame, open_versions: DataFrame, entity: Entit
         "row_hash", "source_seq", "event_ts", "arrival_ts",
         F.col("batch_seq").alias("updated_batch_seq"),
     )
-    # Only the batch's keys' open versions (a semi-join on the batch's few keys), so the table's
-    # other open versions are never gathered anywhere. An inferred member's open version bounds
-    # nothing: the first real version replaces it (the MERGE deletes it) and starts at its own time.
+    updates = applied.join(_open_of(applied, open_versions, entity), "surrogate_key", "left")
+    if not entity.type1:
+        versions = _versions(updates)
+        return versions.unionByName(_closes(versions), allowMissingColumns=True)
+    updates = _type1_decisions(updates, entity.type1)
+    versions = _versions(updates.where(F.col("_makes_version")).withColumns({c: F.col(f"_type1.{c}") for c in entity.type1}))
+    return versions.unionByName(_type1_closes(updates, versions, entity.type1), allowMissingColumns=True)
+
+
+def _open_of(applied: DataFrame, open_versions: DataFrame, entity: Entity) -> DataFrame:
+    """The open version of each key of the batch: where it starts (``_open_from``), and for type1
+    columns its sequence, hash and type1 values. Only the batch's keys' (a semi-join on the batch's
+    few keys), so the table's other open versions are never gathered anywhere. An inferred
+    member's open version bounds nothing: the first real version replaces it (the MERGE deletes
+    it) and starts at its own time."""
     keys = F.broadcast(applied.select("surrogate_key").distinct())
     opened = open_versions.join(keys, "surrogate_key", "left_semi")
     if entity.inferred:
         opened = opened.where(~F.col("is_inferred"))
-    opened = opened.select("surrogate_key", F.col("valid_from").alias("_open_from"), *(
-        [F.col("row_hash").alias("_open_hash"), F.struct(*type1).alias("_open_type1")] if type1 else []))
+    type1 = [F.col("source_seq").alias("_open_seq"), F.col("row_hash").alias("_open_hash"),
+             F.struct(*entity.type1).alias("_open_type1")] if entity.type1 else []
+    return opened.select("surrogate_key", F.col("valid_from").alias("_open_from"), *type1)
+
+
+def _versions(made: DataFrame) -> DataFrame:
+    """Updates that make versions -> the versions, each valid from its event time or its
+    predecessor's start if later, to its successor's start."""
     by_seq = Window.partitionBy("surrogate_key").orderBy("source_seq")
     so_far = by_seq.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     start = F.greatest(F.col("event_ts"), F.col("_open_from"))  # greatest skips a null: no open version
-    updates = applied.join(opened, "surrogate_key", "left")
-    if type1:
-        digest = F.substring("row_hash", 1, VERSION_HASH_CHARS)
-        before = F.coalesce(F.lag(digest).over(by_seq), F.substring("_open_hash", 1, VERSION_HASH_CHARS))
-        values = F.struct(*type1)
-        by_key = Window.partitionBy("surrogate_key")
-        last_upsert = F.max_by(values, F.when(~F.col("is_deleted"), F.col("source_seq"))).over(by_key)
-        updates = updates.withColumn("_makes_version", before.isNull() | (digest != before)).withColumn(
-            "_type1", F.coalesce(last_upsert, F.col("_open_type1"), F.min_by(values, F.col("source_seq")).over(by_key)))
-        made = updates.where(F.col("_makes_version")).withColumns({c: F.col(f"_type1.{c}") for c in type1})
-    else:
-        made = updates
-    versions = (
+    return (
         made
         .withColumn("valid_from", F.max(start).over(so_far))
         .withColumn("valid_to", F.lead("valid_from").over(by_seq))
         .withColumn("is_current", F.col("valid_to").isNull())
-        .drop("_open_from", "_open_hash", "_open_type1", "_makes_version", "_type1")
+        .drop("_open_from", "_open_seq", "_open_hash", "_open_type1", "_makes_version", "_type1")
         .withColumn("_kind", F.lit(VERSION))
     )
-    starts = versions.groupBy("surrogate_key").agg(
-        F.min("valid_from").alias("valid_from"), F.first("updated_batch_seq").alias("updated_batch_seq"))
-    if type1:
-        # Every key of the batch, a version or not: its type1 values go to all its versions.
-        starts = updates.groupBy("surrogate_key").agg(
-            F.first("updated_batch_seq").alias("updated_batch_seq"), F.first("_type1").alias("_type1"),
-            F.max(F.col("_makes_version").cast("int")).cast("boolean").alias("_closes"),
-        ).join(starts.drop("updated_batch_seq"), "surrogate_key", "left").select(
-            "surrogate_key", "valid_from", "updated_batch_seq", "_closes", *[F.col(f"_type1.{c}").alias(c) for c in type1])
-    closes = starts.withColumn("_kind", F.lit(CLOSE))
-    return versions.unionByName(closes, allowMissingColumns=True)
+
+
+def _closes(versions: DataFrame) -> DataFrame:
+    """One row per key: its open version closes where the batch's first version starts."""
+    return versions.groupBy("surrogate_key").agg(
+        F.min("valid_from").alias("valid_from"), F.first("updated_batch_seq").alias("updated_batch_seq")
+    ).withColumn("_kind", F.lit(CLOSE))
+
+
+def _type1_decisions(updates: DataFrame, type1: tuple[str, ...]) -> DataFrame:
+    """Per applied update of an entity with ``type1`` columns: whether it makes a version
+    (``_makes_version``: its ``version_hash`` differs from the key's previous one, in the batch,
+    else the open version's), and the type1 values every version of the key gets (``_type1``): its
+    last applied update's that is no delete (a delete says the member is gone, not that its e-mail
+    changed), else the open version's, else the first line's.
+
+    Updates at or below the open version's sequence are a replay's, the batch's MERGE committed
+    already: they decided when first applied, and judged again against the batch's own last
+    version they would make versions that never were. On a first apply every applied update is
+    above it (its sequence is above ``key_map``'s, which is at least the open version's)."""
+    updates = updates.where(F.col("_open_seq").isNull() | (F.col("source_seq") > F.col("_open_seq")))
+    by_seq = Window.partitionBy("surrogate_key").orderBy("source_seq")
+    by_key = Window.partitionBy("surrogate_key")
+    digest = F.substring("row_hash", 1, VERSION_HASH_CHARS)
+    before = F.coalesce(F.lag(digest).over(by_seq), F.substring("_open_hash", 1, VERSION_HASH_CHARS))
+    values = F.struct(*type1)
+    last_upsert = F.max_by(values, F.when(~F.col("is_deleted"), F.col("source_seq"))).over(by_key)
+    return updates.withColumn("_makes_version", before.isNull() | (digest != before)).withColumn(
+        "_type1", F.coalesce(last_upsert, F.col("_open_type1"), F.min_by(values, F.col("source_seq")).over(by_key)))
+
+
+def _type1_closes(updates: DataFrame, versions: DataFrame, type1: tuple[str, ...]) -> DataFrame:
+    """One row per key of the batch, a version or not: its type1 values, for all its versions, and
+    whether the batch made a version (``_closes``), whose first start closes the open one."""
+    starts = versions.groupBy("surrogate_key").agg(F.min("valid_from").alias("valid_from"))
+    return updates.groupBy("surrogate_key").agg(
+        F.first("updated_batch_seq").alias("updated_batch_seq"), F.first("_type1").alias("_type1"),
+        F.max(F.col("_makes_version").cast("int")).cast("boolean").alias("_closes"),
+    ).join(starts, "surrogate_key", "left").select(
+        "surrogate_key", "valid_from", "updated_batch_seq", "_closes", *[F.col(f"_type1.{c}").alias(c) for c in type1],
+    ).withColumn("_kind", F.lit(CLOSE))
 
 
 def history_validity(history: DataFrame) -> DataFrame:

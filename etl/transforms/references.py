@@ -128,17 +128,23 @@ def versions_at_event_time(facts: DataFrame, history: DataFrame, reference: Refe
 def deleted_at_event_time(facts: DataFrame, dimension_rows: DataFrame, reference: Reference, history: bool) -> DataFrame:
     """``facts`` with ``<reference>__deleted``: whether the member the fact's key names was deleted
     at the fact's ``event_ts``. In a history dimension, the version ``versions_at_event_time``
-    gives the fact is a delete; in a current-state one (``history`` false), the member's row is a
-    delete no later than the fact (it keeps no history: a member deleted and then created again
+    gives the fact is a delete that started no later than the fact (a fact older than a first
+    version that is a delete reads it, but the member was alive then); in a current-state one
+    (``history`` false), the member's row is a delete no later than the fact (it keeps no history: a member deleted and then created again
     shows as it is now). False for an inferred member (never deleted) and for a key the dimension
     does not hold (dangling: the gate's own check); null only for a fact without the key. Computed
     when read, never stored: a stored flag would depend on whether the fact was loaded before or
     after the delete (docs/decisions/deleted-references.md)."""
     sk = reference.name
+    # Only the members the facts name: a fact run's few keys, not the whole dimension.
+    named = facts.select(F.col(sk).alias("surrogate_key")).distinct()
+    dimension_rows = dimension_rows.join(named, "surrogate_key", "left_semi")
     if history:
         versions = dimension_rows.select("surrogate_key", "valid_from", "valid_to", "source_seq", "is_deleted")
         joined = versions_at_event_time(facts, versions, reference)
-        deleted = F.col(f"{sk}__is_deleted")
+        # A fact older than the key's first version reads that version; when it is a delete, the
+        # member was not deleted yet at the fact's time (as for a current-state dimension).
+        deleted = F.col(f"{sk}__is_deleted") & (F.col(f"{sk}__valid_from") <= F.col("event_ts"))
     else:
         members = dimension_rows.select(F.col("surrogate_key").alias(f"{sk}__surrogate_key"),
                                         F.col("is_deleted").alias(f"{sk}__is_deleted"),

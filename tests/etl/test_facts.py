@@ -23,7 +23,8 @@ from etl.core.oracle import decide, entity_rows, inferred_rows, reference_key
 from etl.io import memory_tables
 from etl.io.landing import landing_file
 from etl.io.tables import open_tables, read
-from etl.quality.gate import run_load_gate, with_deleted_references
+from etl.load.references import with_deleted_references
+from etl.quality.gate import run_load_gate
 from etl.quality.report import build_report
 from etl.transforms.references import versions_at_event_time
 from tests.helpers import ROOT, SEEDED_FIRST, SEEDED_T0

@@ -228,6 +228,9 @@ BAD = {
                          "'type1' must be a list of non-empty strings"),
     "type1 twice": ("[entities.p]\nkey = { k = 'string' }\nattributes = { e = 'string' }\nhistory = 'history'\ntype1 = ['e', 'e']\n",
                     "type1 names a column twice"),
+    "strict deleted references of a dimension": ("[entities.p]\nkey = { k = 'string' }\n[entities.p.settings]\n"
+                                                 "strict_deleted_references = true\n",
+                                                 "entity 'p': settings 'strict_deleted_references' is a fact's"),
     # A directory is the entity's place under every root: never a name the pipeline puts there.
     "directory of the key_map table": ("[entities.p]\nkey = { k = 'string' }\ndirectory = 'key_map'\n",
                                        "entity 'p': directory 'key_map' is a name the pipeline uses under the roots"),

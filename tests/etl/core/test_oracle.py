@@ -171,3 +171,25 @@ def test_type1_columns_make_no_version_and_hold_the_last_upsert_s_values_on_ever
     ]
     without = entity_rows(updates, decisions, ("name", "email"), "history")
     assert [r["source_seq"] for r in without] == [1, 2, 3, 4, 5]  # no type1: every applied update is a version
+
+
+def test_type1_values_of_keys_seen_only_as_deletes_and_of_several_keys_apart():
+    """A key seen only as deletes keeps its first line's type1 values on every version (no upsert
+    gave any); two deletes with the same other content are one version; each key's values are
+    its own."""
+    t = [datetime(2026, 11, 22, 1, m) for m in range(10)]
+
+    def v(uid, key, seq, name, email, op):
+        digest = ("D" if op == "delete" else name).ljust(64, "-") + (email or "").ljust(64, "-")
+        return {"update_id": uid, "source_id": "crm", "natural_key": key, "source_seq": seq, "row_hash": digest,
+                "arrival_ts": t[seq], "event_ts": t[seq], "op": op, "name": name, "email": email}
+
+    updates = [v("a", "1", 1, None, "first@x", "delete"), v("b", "2", 2, "Bo", "b@1", "upsert"),
+               v("c", "1", 3, None, "second@x", "delete"), v("d", "2", 4, "Bo", "b@2", "upsert")]
+    decisions, _ = decide(updates)
+    assert [d.outcome for d in decisions] == ["new", "new", "matched", "matched"]
+    rows = entity_rows(updates, decisions, ("name", "email"), "history", type1=("email",))
+    assert sorted((r["natural_key"], r["source_seq"], r["email"], r["is_current"]) for r in rows) == [
+        ("1", 1, "first@x", True),  # the second delete changed the e-mail only: no version
+        ("2", 2, "b@2", True),
+    ]

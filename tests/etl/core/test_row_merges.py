@@ -81,3 +81,8 @@ def test_a_type1_close_sets_its_columns_on_every_version_and_closes_only_when_th
                    {**opened, "email": "a3", "valid_to": 9, "is_current": False, "updated_batch_seq": 3},
                    {c: version[c] for c in columns}]
     assert merge_history_rows(out, [closing, version], columns, inferred=False, type1=("email",)) == out  # a replay
+    # A later batch with the same e-mail closes the open version and leaves the others as they are.
+    later = {**closing, "valid_from": 11, "updated_batch_seq": 4}
+    newest = {"_kind": VERSION, **dict(zip(columns, (1, 13, "a3", 11, None, True, 4)))}
+    again = merge_history_rows(out, [later, newest], columns, inferred=False, type1=("email",))
+    assert again[:2] == out[:2] and again[2] == {**out[2], "valid_to": 11, "is_current": False, "updated_batch_seq": 4}

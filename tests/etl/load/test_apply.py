@@ -267,7 +267,8 @@ def test_type1_columns_are_overwritten_on_every_version_and_their_change_alone_m
     """``type1 = ["email"]``: a change of the e-mail only keeps the open version open and sets the
     e-mail on it; a batch with a new version and a delete sets the last upsert's e-mail on every
     version of the key, old ones included; two e-mail changes in one batch make no version; a
-    replay changes nothing."""
+    version whose e-mail is already the key's is not rewritten; a replay changes nothing, also of
+    a batch whose first update of a key made no version."""
     model = tmp_path / "model.toml"
     model.write_text(TYPE1_MODEL)
     cfg, tables = handle(spark, cfg.replace(model_file=str(model), warehouse_root=str(tmp_path / "type1-warehouse")), store)
@@ -306,5 +307,26 @@ def test_type1_columns_are_overwritten_on_every_version_and_their_change_alone_m
         (2, "X", "x3", False, 3, T1, None, True),
     ], schema)
     assert_df_equality(got(), want, ignore_row_order=True, ignore_nullable=True)
+    # A batch whose first update of key 2 changes the e-mail only, its second the holder: replayed,
+    # the first is not judged again against the version the second made. Key 1 comes back with its
+    # e-mail unchanged: only its open version is rewritten (closed), the older ones keep batch 3.
+    fourth = [
+        ("u9", 2, "crm", "2", 2, "X", "x4", "upsert", digests("X", "x4"), 6, T2, T3, True, 4),
+        ("u10", 2, "crm", "2", 2, "Z", "x5", "upsert", digests("Z", "x5"), 7, T3, T3, True, 4),
+        ("u11", 1, "crm", "1", 1, "C", "a3", "upsert", digests("C", "a3"), 14, T3, T3, True, 4),
+    ]
+    apply(fourth)
+    apply(fourth)
+    want = spark.createDataFrame([
+        (1, "A", "a3", False, 10, T1, T2, False, 3),
+        (1, "B", "a3", False, 12, T2, T3, False, 3),
+        (1, None, "a3", True, 13, T3, T3, False, 4),
+        (1, "C", "a3", False, 14, T3, None, True, 4),
+        (2, "X", "x5", False, 3, T1, T3, False, 4),
+        (2, "Z", "x5", False, 7, T3, None, True, 4),
+    ], schema + ", updated_batch_seq long")
+    assert_df_equality(got().join(read(spark, cfg, "account_history").select("surrogate_key", "source_seq", "updated_batch_seq"),
+                                  ["surrogate_key", "source_seq"]).select(want.columns),
+                       want, ignore_row_order=True, ignore_nullable=True)
     validity = history_validity(read(spark, cfg, "account_history")).collect()
     assert [(r.open_versions, r.last_open, r.overlaps, r.gaps, r.inverted) for r in validity] == [(1, 1, 0, 0, 0)] * 2

@@ -80,12 +80,14 @@ CUSTOMER_SK = Reference("customer_sk", "customer", ("customer_id",))
 def test_a_fact_is_flagged_when_its_history_member_was_deleted_at_its_event_time(spark):
     """The version ``versions_at_event_time`` gives the fact decides: a fact in a deleted version's
     interval is flagged, one after the member was created again is not, one older than the first
-    version gets the first; an inferred member is never deleted, a dangling key is not flagged."""
+    version gets the first, but is not flagged when that first version is a delete (the member
+    was alive at the fact's time); an inferred member is never deleted, a dangling key is not flagged."""
     history = spark.createDataFrame([
         # surrogate_key, valid_from, valid_to, source_seq, is_deleted, is_inferred
         (1, at(10), at(20), 1, False, False), (1, at(20), at(30), 2, True, False), (1, at(30), None, 3, False, False),
         (2, at(5), None, -1, False, True),  # an inferred member: one version, no content
         (3, at(10), at(15), 1, False, False), (3, at(15), None, 2, True, False),
+        (4, at(20), None, 1, True, False),  # first seen as a delete
     ], "surrogate_key long, valid_from timestamp, valid_to timestamp, source_seq long, is_deleted boolean, is_inferred boolean")
     facts = spark.createDataFrame([
         (1, 1, at(5)),  # before the member's first version: the first, live
@@ -95,11 +97,13 @@ def test_a_fact_is_flagged_when_its_history_member_was_deleted_at_its_event_time
         (5, 3, at(12)), (6, 3, at(15)),  # before the delete, and at its very event time
         (7, 99, at(12)),  # dangling
         (8, None, at(12)),  # no key: nothing to say
+        (9, 4, at(12)), (10, 4, at(25)),  # before a first version that is a delete (alive then), and after it
     ], FACT_ROWS)
     got = deleted_at_event_time(facts, history, CUSTOMER_SK, history=True)
     expected = spark.createDataFrame([
         (1, 1, at(5), False), (2, 1, at(25), True), (3, 1, at(35), False), (4, 2, at(40), False),
         (5, 3, at(12), False), (6, 3, at(15), True), (7, 99, at(12), False), (8, None, at(12), None),
+        (9, 4, at(12), False), (10, 4, at(25), True),
     ], WITH_FLAG)
     assert_df_equality(got, expected, ignore_row_order=True, ignore_nullable=True)
 

@@ -16,7 +16,9 @@ _START = re.compile(_STAMP + r".*\[DAG TEST\] starting task_id=(?P<task>\S+)")
 _END = re.compile(_STAMP + r".*\[DAG TEST\] end task task_id=(?P<task>\S+)")
 _STATE = re.compile(r"Task instance state updated.*new_state=(?P<state>\w+)")
 _ETL = re.compile(r"(?P<line>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \[etl\] .*?)(?:\s+\[airflow\.task\..*)?$")
-_RUN_DONE = re.compile(r"DagRun Finished: .*run_duration=(?P<s>[0-9.]+), state=(?P<state>\w+)")
+# Its run_duration counts from the run's logical date under `dags test`, not from its start: the
+# run's time is taken from its first task's start instead.
+_RUN_DONE = re.compile(_STAMP + r".*DagRun Finished: .*, state=(?P<state>\w+)")
 
 
 def _time(text: str) -> datetime:
@@ -41,7 +43,8 @@ def follow(lines: Iterable[str]) -> Iterator[str]:
         elif m := _ETL.search(line):
             yield f"      {m['line']}"
         elif m := _RUN_DONE.search(line):
-            yield f"    DAG run {m['state']} in {float(m['s']):.0f} s"
+            took = f" in {(_time(m['at']) - min(started.values())).total_seconds():.0f} s" if started else ""
+            yield f"    DAG run {m['state']}{took}"
 
 
 def main() -> int:

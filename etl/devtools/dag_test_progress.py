@@ -28,11 +28,13 @@ def _time(text: str) -> datetime:
 def follow(lines: Iterable[str]) -> Iterator[str]:
     """The lines to show, in order, for the lines of an ``airflow dags test`` log."""
     started: dict[str, datetime] = {}
+    first: datetime | None = None  # the run's first task's first start (a retry starts a task again)
     state = "?"
     for raw in lines:
         line = raw.rstrip("\n")
         if m := _START.search(line):
             started[m["task"]], state = _time(m["at"]), "?"
+            first = first or started[m["task"]]
             yield f"    {m['at'][11:19]} task {m['task']} started"
         elif m := _STATE.search(line):
             state = m["state"]
@@ -43,7 +45,7 @@ def follow(lines: Iterable[str]) -> Iterator[str]:
         elif m := _ETL.search(line):
             yield f"      {m['line']}"
         elif m := _RUN_DONE.search(line):
-            took = f" in {(_time(m['at']) - min(started.values())).total_seconds():.0f} s" if started else ""
+            took = f" in {(_time(m['at']) - first).total_seconds():.0f} s" if first else ""
             yield f"    DAG run {m['state']}{took}"
 
 

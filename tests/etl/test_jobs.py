@@ -45,12 +45,22 @@ def test_the_report_says_sequence_conflicts_apart_from_the_duplicates(cfg):
 def test_the_report_counts_facts_naming_deleted_members_and_says_a_strict_gate_failed_on_them(cfg):
     """A strict site's gate failed on the deleted members alone: the count and the failure are
     said, no warning is (issue 45 item 8; the warning of the default is tests/etl/test_facts.py's)."""
+    not_null = {"table": "orders_fact_references", "expectation": "expect_column_values_to_not_be_null",
+                "kwargs": {"column": "deleted"}, "success": True, "severity": "critical"}  # critical whatever the setting
     deleted = {"table": "orders_fact_references", "expectation": "expect_column_values_to_be_between",
                "kwargs": {"column": "deleted", "min_value": 0, "max_value": 0}, "success": False, "severity": "critical"}
-    jobs.write_summary(cfg, RUN, "validate", {"success": False, "checks": [deleted],
+    jobs.write_summary(cfg, RUN, "validate", {"success": False, "checks": [not_null, deleted],
                                               "references_deleted": {"customer_sk": 3, "product_sk": 0}})
     lines = jobs.format_report(jobs.report(cfg, RUN), cfg).splitlines()  # strict as the gate ran, whatever the setting now
     assert [ln for ln in lines if "deleted members" in ln] == [(
         "  facts referencing deleted members  customer_sk=3 (the run's live facts whose member was deleted at their "
         "event time, flagged <reference>__deleted; strict_deleted_references: the gate fails)")]
     assert "  validation          failed" in lines and not any("WARNING" in ln for ln in lines)
+    # The default: the same count under a warning.
+    jobs.write_summary(cfg, RUN, "validate", {"success": True, "checks": [not_null, {**deleted, "severity": "warning"}],
+                                              "references_deleted": {"customer_sk": 3, "product_sk": 0}})
+    lines = jobs.format_report(jobs.report(cfg, RUN), cfg.replace(strict_deleted_references=True)).splitlines()
+    assert [ln for ln in lines if "deleted members" in ln] == [(
+        "  facts referencing deleted members  customer_sk=3 (the run's live facts whose member was deleted at their "
+        "event time, flagged <reference>__deleted; a warning unless strict_deleted_references)")]
+    assert "  validation          passed, 1 warning" in lines

@@ -31,3 +31,12 @@ def test_a_failed_task_says_so():
         "2026-11-27T13:43:10.051998Z [info     ] [DAG TEST] end task task_id=ingest_load_validate map_index=-1 [airflow.sdk.definitions.dag] loc=dag.py:1563",
     ]
     assert list(follow(lines))[-1] == "    13:43:10 task ingest_load_validate failed, 66 s"
+
+
+def test_a_retried_first_task_keeps_the_run_s_start():
+    """The run's time counts from its first task's first start, not from a retry's."""
+    start = "[info     ] [DAG TEST] starting task_id=route map_index=-1 [airflow.sdk.definitions.dag] loc=dag.py:1501"
+    lines = [f"2026-11-27T13:40:00.000000Z {start}", f"2026-11-27T13:41:30.000000Z {start}",
+             "2026-11-27T13:42:00.000000Z [info     ] DagRun Finished: dag_id=etl_load, run_duration=999.0, state=success, "
+             "run_type=manual [airflow.models.dagrun.DagRun] loc=dagrun.py:1315"]
+    assert list(follow(lines))[-1] == "    DAG run success in 120 s"

@@ -329,11 +329,10 @@ def report(cfg: EtlConfig, interval: Interval) -> dict:
         "clock_skew": load_s.get("clock_skew", 0),  # arrivals after their commit: not in the delays
         "sequence_conflicts": load_s.get("sequence_conflicts", 0),
         "references_deleted": validate_s.get("references_deleted", {}),  # a fact's: per reference
-        # Whether the gate held them as critical, as it ran (the setting may have changed since).
-        "references_deleted_strict": any(
-            c["table"].endswith("_references") and c.get("expectation") == "expect_column_values_to_be_between"
-            and c.get("kwargs", {}).get("column") == "deleted" and c.get("severity") == "critical"
-            for c in validate_s.get("checks", [])),
+        # Whether the gate failed on them, as it ran (the setting may have changed since); the
+        # column's not-null check is critical too, but fails only on a missing count.
+        "references_deleted_strict": any(c["table"].endswith("_references") and c.get("kwargs", {}).get("column") == "deleted"
+                                         for c in failed_critical(validate_s.get("checks", []))),
         "validation": "passed" if validate_s.get("success") else ("failed" if validate_s else "not run"),
         "validation_warnings": [check_label(c) for c in failed_warnings(validate_s.get("checks", []))],
         "data_docs": validate_s.get("data_docs"),

@@ -9,7 +9,9 @@ Per mode, a warehouse seeded directly (``measures.seed_direct``: ``--keys`` keys
 ``--minutes`` of arrivals at ``--rate`` updates/s stamped from the next whole minute on (written
 ahead, read only once each minute has closed, as from a landing agent that has finished the
 minute). Modes: ``stream:<strategy>`` is ``etl stream`` (one session, each minute's windows
-loaded once the minute closes, ``--micro-batch-seconds`` windows); ``scheduled:<strategy>`` loads
+loaded once the minute closes, ``--micro-batch-seconds`` windows); ``stream:<strategy>:<s>`` the
+same on landing files of ``s`` seconds (setting ``piece_seconds``: each window loaded once its
+pieces close); ``scheduled:<strategy>`` loads
 each run of ``--run-minutes`` after it closes, ingest then load, in the same session (a DAG run
 would add a spark-submit start: this is the scheduled way's best case). Reported per mode:
 per batch Spark jobs, Delta commits and seconds (medians over pieces, per batch), and the
@@ -78,10 +80,10 @@ def unloaded(spark, cfg: EtlConfig, landing: Path, stopped_at: datetime) -> dict
 
 
 def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
-    kind, strategy = mode.split(":")
+    kind, strategy, *piece = mode.split(":")
     name = mode.replace(":", "-")
     cfg = base.replace(warehouse_root=str(work / name / "warehouse"), runs_root=str(work / name / "runs"),
-                       join_strategy=strategy)
+                       join_strategy=strategy, piece_seconds=int(piece[0]) if piece else 60)
     shutil.rmtree(work / name, ignore_errors=True)
     if args.seed:
         shutil.copytree(Path(args.work) / SEED_RANGE, cfg.warehouse_path)
@@ -96,7 +98,7 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     landing = work / f"landing-{name}"
     shutil.rmtree(landing, ignore_errors=True)
     stream_files = generate_stream(StreamSpec(start=start, duration_s=60 * args.minutes, rate=args.rate, seed=5,
-                                              key_domain=args.keys), landing)
+                                              key_domain=args.keys), landing, piece_seconds=cfg.piece_seconds)
     offered = stream_files.lines - stream_files.kinds["malformed"]  # malformed lines are rejected at ingest
     cfg = cfg.replace(landing_root=str(landing))
     late = (datetime.now(timezone.utc) - start).total_seconds()
@@ -142,7 +144,7 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     return {"mode": mode, "batches": sum(b[3] for _, b in pieces), "jobs_per_batch": per(0),
             "commits_per_batch": per(1), "seconds_per_batch": per(2), **measured,
             "offered": offered, "stopped_at_deadline": stopped,
-            "settings": {k: getattr(cfg, k) for k in ("micro_batch_seconds", "memory_budget", "wait_buffer_tuples",
+            "settings": {k: getattr(cfg, k) for k in ("micro_batch_seconds", "piece_seconds", "memory_budget", "wait_buffer_tuples",
                                                       "n_invoke", "tau", "k", "h_mark", "n_part")}}
 
 

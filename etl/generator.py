@@ -339,9 +339,10 @@ def generate_stream(
     progress: Callable[[str], None] | None = None,
     entity: Entity | None = None,
     model: Model | None = None,
+    piece_seconds: int = 60,
 ) -> GeneratedStream:
     """Write the stream of ``entity`` (default: the customer) as JSON-lines landing files; one file
-    per source and arrival minute. A fact's references name keys of its dimensions in ``model``
+    per source and arrival piece (``piece_seconds``: a minute by default). A fact's references name keys of its dimensions in ``model``
     (generated with the same ``key_domain``, most of them exist there)."""
     shape = shape_of(entity, model, spec.key_domain)
     rng = np.random.default_rng(spec.seed)
@@ -439,8 +440,8 @@ def generate_stream(
             line = shape.malformed(kind.split(":", 1)[1], record)
         else:
             line = json.dumps(record, sort_keys=True)
-        minute = arrival.replace(second=0, microsecond=0)
-        by_file.setdefault(landing_file(landing_root, source, minute), []).append(line)
+        piece = arrival.replace(second=arrival.second - arrival.second % piece_seconds, microsecond=0)
+        by_file.setdefault(landing_file(landing_root, source, piece, piece_seconds), []).append(line)
         out.kinds[kind.split(":")[0]] += 1
         out.lines += 1
         if progress and (i + 1) % report_every == 0:

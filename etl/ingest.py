@@ -30,7 +30,7 @@ from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.core.model import Entity
 from etl.core.records import Reject, printable, read_lines
-from etl.core.stream_plan import MINUTE, n_windows
+from etl.core.stream_plan import MINUTE, n_windows, piece_start
 from etl.io.kafka import client_properties, read_ranges
 from etl.io.landing import LandedFile
 from warehouse.schemas import DEFAULT_ENTITY, LANDED_FILES, REJECTED_UPDATES, entity_columns, schemas
@@ -149,13 +149,14 @@ def check_landed_files(spark, cfg: EtlConfig, files: list[LandedFile]) -> DataFr
     return listed.mapInArrow(_check_partition(cfg.max_record_bytes, tuple(cfg.sources), entity), checked_schema(entity))
 
 
-def check_records(records, meta: dict, max_record_bytes: int, sources: tuple[str, ...], entity: Entity) -> Iterator[dict]:
+def check_records(records, meta: dict, max_record_bytes: int, sources: tuple[str, ...], entity: Entity,
+                  piece_seconds: int = MINUTE) -> Iterator[dict]:
     """Every record of the recorded ranges as a ``CHECKED`` row, then one row per range (its
     fingerprint: value bytes, SHA-256 over offsets and values, records, tombstones). ``records``
     come sorted by topic, partition and offset; ``meta``: ``(topic, partition)`` -> its ranges as
     ``(start, end, input, name, piece start, piece end)`` in offset order; a record in none of them
-    is not this read's. Arrival is the record's timestamp; its minute is kept inside the piece
-    that decided its range, as a landing file's lines are kept in the file's minute."""
+    is not this read's. Arrival is the record's timestamp; its piece of ``piece_seconds`` is kept
+    inside the piece that decided its range, as a landing file's lines are kept in the file's."""
     current, state = None, None
 
     def file_row():
@@ -182,7 +183,9 @@ def check_records(records, meta: dict, max_record_bytes: int, sources: tuple[str
         state[2] += 1
         ts = rec["timestamp"]
         ts = ts.replace(tzinfo=timezone.utc) if ts.tzinfo is None else ts.astimezone(timezone.utc)
-        minute = min(max(ts, a), b - timedelta(microseconds=1)).replace(second=0, microsecond=0)
+        # A piece of the run that read again a range the stream decided from a piece starting
+        # mid-unit (piece_seconds changed since) still keeps it inside that piece: max with a.
+        minute = max(piece_start(min(max(ts, a), b - timedelta(microseconds=1)), piece_seconds), a)
         row = dict(kind="line", update_id=f"{name.rsplit(':', 1)[0]}:{offset:019d}", path_source_id=spec.source,
                    file_name=name, line_number=offset, arrival_minute=minute)
         try:
@@ -197,10 +200,10 @@ def check_records(records, meta: dict, max_record_bytes: int, sources: tuple[str
         yield file_row()
 
 
-def _check_kafka_partition(meta: dict, max_record_bytes: int, sources: tuple[str, ...], entity: Entity):
+def _check_kafka_partition(meta: dict, max_record_bytes: int, sources: tuple[str, ...], entity: Entity, piece_seconds: int):
     def run(batches):
         records = (r for batch in batches for r in batch.to_pylist())
-        yield from _arrow_batches(check_records(records, meta, max_record_bytes, sources, entity), entity)
+        yield from _arrow_batches(check_records(records, meta, max_record_bytes, sources, entity, piece_seconds), entity)
 
     return run
 
@@ -227,7 +230,7 @@ def check_kafka_ranges(spark, cfg: EtlConfig, ranges: list, markers: list = ()) 
     if raw is not None:
         ordered = raw.repartition(max(1, min(len(meta), spark.sparkContext.defaultParallelism * 2)), "topic", "partition")
         ordered = ordered.sortWithinPartitions("topic", "partition", "offset")
-        checked = ordered.mapInArrow(_check_kafka_partition(meta, cfg.max_record_bytes, tuple(cfg.sources), entity), schema)
+        checked = ordered.mapInArrow(_check_kafka_partition(meta, cfg.max_record_bytes, tuple(cfg.sources), entity, cfg.piece_seconds), schema)
         out = checked if out is None else out.unionByName(checked)
     return out
 
@@ -252,17 +255,19 @@ def _conform(df: DataFrame, schema: StructType) -> DataFrame:
     return df.select([F.col(f.name).cast(f.dataType) for f in schema.fields])
 
 
-def to_ingested(valid: DataFrame, interval: Interval, micro_batch_seconds: int, entity: Entity = DEFAULT_ENTITY) -> DataFrame:
+def to_ingested(valid: DataFrame, interval: Interval, micro_batch_seconds: int, entity: Entity = DEFAULT_ENTITY,
+                piece_seconds: int = MINUTE) -> DataFrame:
     """Valid rows -> the ``ingested_updates`` shape, each with its micro-batch by arrival time,
-    kept inside the windows of its landing file's minute (``stream_plan.minute_windows``): a line
-    stamped outside its file's minute cannot join a window the always-on loader has loaded."""
+    kept inside the windows of its piece (``stream_plan.piece_windows``; ``arrival_minute`` is the
+    piece's start): a line stamped outside its piece cannot join a window the always-on loader
+    has loaded."""
     n_batches = n_windows(interval, micro_batch_seconds)
     start_us = int(interval.start.timestamp() * 1_000_000)
     width = F.lit(micro_batch_seconds * 1_000_000)
     offset = F.unix_micros(F.col("arrival_ts")) - F.lit(start_us)
     minute = F.unix_micros(F.col("arrival_minute")) - F.lit(start_us)
     batch = F.floor(offset / width)
-    batch = F.least(F.greatest(batch, F.floor(minute / width)), F.floor((minute + F.lit(MINUTE * 1_000_000 - 1)) / width))
+    batch = F.least(F.greatest(batch, F.floor(minute / width)), F.floor((minute + F.lit(piece_seconds * 1_000_000 - 1)) / width))
     batch = F.least(F.greatest(batch, F.lit(0)), F.lit(n_batches - 1)).cast("int")
     out = valid.select(
         F.lit(interval.run_key).alias("run_key"),

@@ -136,7 +136,7 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         if kafka.recorded:
             _check_recorded(interval, kafka.recorded, files)
         tables = open_tables(spark, cfg)
-        tables.replace_where(to_ingested(valid, interval, cfg.micro_batch_seconds, cfg.entity_model), "ingested_updates", updates_where)
+        tables.replace_where(to_ingested(valid, interval, cfg.micro_batch_seconds, cfg.entity_model, cfg.piece_seconds), "ingested_updates", updates_where)
         crash_point("ingest.ingested_written")
         tables.replace_where(to_rejected(rejected, interval), "rejected_updates", rejected_where)
         crash_point("ingest.rejected_written")
@@ -196,10 +196,11 @@ def check_rejections(cfg: EtlConfig, interval: Interval, summary: dict) -> None:
         )
 
 
-def ingest_minutes(spark, cfg: EtlConfig, interval: Interval, start, end) -> dict:
-    """The always-on loader's ingest: the landing files of minutes ``[start, end)`` of the run,
-    whole arrival windows, written over the run's rows of those windows and minutes (a restart
-    writes the same rows again). Together the pieces are the rows ``ingest`` writes at once."""
+def ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end) -> dict:
+    """The always-on loader's ingest: the input pieces of ``[start, end)`` of the run (landing
+    files, Kafka ranges decided now), whole arrival windows, written over the run's rows of those
+    windows and pieces (a restart writes the same rows again). Together the pieces are the rows
+    ``ingest`` writes at once."""
     mbs = cfg.micro_batch_seconds
     if not (is_window_boundary(interval, mbs, start) and is_window_boundary(interval, mbs, end)):
         raise ValueError(f"[{start}, {end}) splits an arrival window of run {interval.run_key}")
@@ -208,10 +209,10 @@ def ingest_minutes(spark, cfg: EtlConfig, interval: Interval, start, end) -> dic
     kafka = plan_ranges(spark, cfg, interval, start, end)
     run = f"run_key = '{interval.run_key}'"
     lo, hi = windows_before(interval, mbs, start), windows_before(interval, mbs, end)
-    minutes = (f"{run} AND unix_micros(arrival_minute) >= {int(start.timestamp() * 1e6)} "
-               f"AND unix_micros(arrival_minute) < {int(end.timestamp() * 1e6)}")
+    pieces = (f"{run} AND unix_micros(arrival_minute) >= {int(start.timestamp() * 1e6)} "
+              f"AND unix_micros(arrival_minute) < {int(end.timestamp() * 1e6)}")
     reasons, n_lines, n_blank = _write_checked(
-        spark, cfg, interval, scan, kafka, start, end, f"{run} AND batch_index >= {lo} AND batch_index < {hi}", minutes, minutes)
+        spark, cfg, interval, scan, kafka, start, end, f"{run} AND batch_index >= {lo} AND batch_index < {hi}", pieces, pieces)
     return ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, n_lines, n_blank, reasons,
                           ranges=len(kafka.ranges), kafka_lost=kafka.lost_records)
 
@@ -260,7 +261,7 @@ def late_lines(spark, cfg: EtlConfig, interval: Interval, move_to=None) -> dict:
     for c in changes:
         f = by_name[c.name]
         keep = recorded[c.name].bytes if c.kind == "appended" else 0
-        moved.append(move_tail(Path(f.path), keep, landing_file(cfg.landing_path, f.source_id, move_to)))
+        moved.append(move_tail(Path(f.path), keep, landing_file(cfg.landing_path, f.source_id, move_to, cfg.piece_seconds)))
     out["moved"] = moved
     return out
 

@@ -1,7 +1,7 @@
 """The always-on loader (``etl stream``): one Spark session and one loader for as long as it runs.
 
 It loads the runs a scheduled DAG would (the schedule's data intervals, ``stream_plan``), each
-piece of a run as soon as its landing minutes have closed: ingest those minutes, then load the
+piece of a run as soon as its input pieces (``piece_seconds``) have closed: ingest them, then load the
 batches their arrival windows settle, keeping the join strategy's state (resident segments, wait
 buffer, MESHJOIN queue) from one piece to the next. At the run's end it flushes and writes the
 run's summaries, as ``etl ingest`` and ``etl load`` would have, so the DAG run of that interval only
@@ -26,9 +26,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from etl import jobs
-from etl.core.config import EtlConfig
+from etl.core.config import ConfigError, EtlConfig
 from etl.core.interval import Interval, overlapping, run_intervals
-from etl.core.stream_plan import first_run, next_wake, ready_through, schedule_interval, stream_overlap_advice, windows_before
+from etl.core.stream_plan import (
+    first_run,
+    misaligned,
+    next_wake,
+    ready_through,
+    schedule_interval,
+    stream_overlap_advice,
+    windows_before,
+)
 from etl.io.files import write_json
 from etl.io.kafka import KafkaUnavailable, check_broker
 from etl.io.landing import Skipped
@@ -161,8 +169,12 @@ class Stream:
         state = self._open(interval)
         if state is None:
             return True
-        mbs = self.cfg.micro_batch_seconds
+        mbs, piece_s = self.cfg.micro_batch_seconds, self.cfg.piece_seconds
         through = datetime.fromisoformat(state["ingested_through"])
+        if through < interval.end and misaligned(through, piece_s):
+            raise ConfigError(
+                f"run {interval.run_key} was read up to {through:%H:%M:%S} with another piece_seconds than {piece_s}: "
+                f"finish it with the setting it was started with, then change it")
         # What the run's load did so far, kept with its state: a restart's summary counts it all.
         result = LoadResult(interval.run_key, self.loader.spec.name, [BatchResult(**b) for b in state["batches"]],
                             state["skipped_batches"], state["recovered_batches"])
@@ -171,22 +183,22 @@ class Stream:
                 return False
             if through < interval.end:
                 now = self.clock()
-                ready = ready_through(interval, mbs, through, now, self.cfg.stream_grace_seconds)
+                ready = ready_through(interval, mbs, through, now, self.cfg.stream_grace_seconds, piece_s)
                 if ready is None:
                     self._heartbeat(state)
-                    wake = next_wake(interval, mbs, through, self.cfg.stream_grace_seconds)
+                    wake = next_wake(interval, mbs, through, self.cfg.stream_grace_seconds, piece_s)
                     self.sleep(min(max((wake - now).total_seconds(), 0.0), self.cfg.stream_heartbeat_seconds))
                     continue
                 piece = self._waiting_for_kafka(
-                    f"minutes {through:%H:%M}-{ready:%H:%M} of run {interval.run_key} are read",
-                    lambda: jobs.ingest_minutes(self.spark, self.cfg, interval, through, ready), state)
+                    f"{_span(through, ready, piece_s)} of run {interval.run_key} is read",
+                    lambda: jobs.ingest_pieces(self.spark, self.cfg, interval, through, ready), state)
                 if piece is None:
                     return False
                 state["skipped"] += piece["skipped"]
                 state["kafka_records_lost"] = state.get("kafka_records_lost", 0) + piece.get("kafka_records_lost", 0)
                 state["ingested_through"] = ready.isoformat()
                 self._save(interval, state, result)
-                self.progress(f"run {interval.run_key}: minutes {through:%H:%M}-{ready:%H:%M} ingested "
+                self.progress(f"run {interval.run_key}: {_span(through, ready, piece_s)} ingested "
                               f"({piece['valid']} valid, {piece['rejected']} rejected)")
                 through = ready
             step = self._load_ready(interval, windows_before(interval, mbs, through))
@@ -259,3 +271,10 @@ class Stream:
             "ingested_through": state["ingested_through"] if state else None,
             "stopped": stopped,
         })
+
+
+def _span(start: datetime, end: datetime, piece_seconds: int) -> str:
+    """``minutes 10:00-10:05``, or ``10:00:05-10:00:10`` when a piece is shorter than a minute."""
+    if piece_seconds < 60:
+        return f"{start:%H:%M:%S}-{end:%H:%M:%S}"
+    return f"minutes {start:%H:%M}-{end:%H:%M}"

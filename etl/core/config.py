@@ -21,6 +21,7 @@ from etl.core.model import Entity, Model, check_source_names, load_model, parse_
 ENV_PREFIX = "ETL_"
 DELETION_VECTOR_MODES = ("auto", "on", "off")
 TABLE_STORES = ("delta", "memory")
+PIECE_SECONDS = tuple(s for s in range(1, 61) if 60 % s == 0)  # the lengths that tile a minute
 _OLD_DELETION_VECTORS = {"1": "on", "true": "on", "yes": "on", "0": "off", "false": "off", "no": "off"}
 CONFIG_FILE_ENV = "ETL_CONFIG"
 
@@ -82,6 +83,10 @@ class EtlConfig:
     # --- the job ---
     join_strategy: str = "native"
     micro_batch_seconds: int = 60
+    # The input's piece: a landing file covers this many seconds of arrival time from the time in
+    # its name, and the always-on loader reads Kafka in offset ranges of this many seconds (a
+    # divisor of 60; docs/ingest.md "Landing pieces").
+    piece_seconds: int = 60
     sources: tuple[str, ...] = ()  # empty: accept any source_id
     max_record_bytes: int = 65536
     max_rejected_fraction: float = 1.0  # a run whose rejected share exceeds this fails
@@ -89,7 +94,7 @@ class EtlConfig:
     # (docs/model.md, "Facts"); the gate warns of it, or fails (exit 3) when this is true.
     strict_deleted_references: bool = False
     schedule: str = "@hourly"
-    # The always-on loader (etl stream): it reads a landing minute this long after the minute ends
+    # The always-on loader (etl stream): it reads a landing piece this long after the piece ends
     # (the landing agent's last write), says it is alive every stream_heartbeat_seconds, and a
     # DAG run waits for it instead of loading its interval while it said so within stream_stale_seconds.
     stream_grace_seconds: float = 5.0
@@ -283,6 +288,8 @@ def _validate(cfg: EtlConfig) -> None:
     need(0 < cfg.r_wb <= 1, "r_wb", "must be in (0, 1]")
     need(cfg.rho >= 0, "rho", "must be >= 0")
     need(cfg.stream_grace_seconds >= 0, "stream_grace_seconds", "must be >= 0")
+    need(cfg.piece_seconds in PIECE_SECONDS, "piece_seconds",
+         f"must divide a minute: one of {', '.join(map(str, PIECE_SECONDS))}")
     need(cfg.stream_heartbeat_seconds > 0, "stream_heartbeat_seconds", "must be a positive number")
     need(cfg.stream_stale_seconds > cfg.stream_heartbeat_seconds, "stream_stale_seconds",
          "must exceed stream_heartbeat_seconds (a live stream would look stopped between two heartbeats)")

@@ -1,12 +1,12 @@
 """What the always-on loader may read and load, and when (pure Python: tested without Spark).
 
 The stream loads the same runs a scheduled DAG would (the schedule's data intervals), but a run's
-arrival windows as soon as their landing minutes have closed instead of after the whole interval.
-Landing files are per arrival minute, so a window is complete when every minute it overlaps has
-ended (plus ``stream_grace_seconds`` for the landing agent's last write). A line's window is kept
-inside its file's minute (``minute_windows``), so a later file can never add to a window already
-loaded: that is what makes a run loaded by the stream equal, row for row, the same run loaded at
-once.
+arrival windows as soon as their input pieces have closed instead of after the whole interval.
+The input comes in pieces of ``piece_seconds`` (a landing file, or a Kafka offset range the
+stream decides), so a window is complete when every piece it overlaps has ended (plus
+``stream_grace_seconds`` for the landing agent's last write). A line's window is kept inside its
+piece (``piece_windows``), so a later piece can never add to a window already loaded: that is
+what makes a run loaded by the stream equal, row for row, the same run loaded at once.
 """
 
 from __future__ import annotations
@@ -42,48 +42,62 @@ def window_of(interval: Interval, micro_batch_seconds: int, seconds: float) -> i
     return min(max(w, 0), n_windows(interval, micro_batch_seconds) - 1)
 
 
-def minute_windows(interval: Interval, micro_batch_seconds: int, minute: datetime) -> tuple[int, int]:
-    """The first and last window a line of ``minute``'s landing file may take: its arrival time
-    decides, kept inside the file's minute (a file is the arrivals of its minute)."""
-    offset = (minute - interval.start).total_seconds()
+def piece_windows(interval: Interval, micro_batch_seconds: int, start: datetime, piece_seconds: int = MINUTE) -> tuple[int, int]:
+    """The first and last window a line of the piece starting at ``start`` may take: its arrival
+    time decides, kept inside the piece (a landing file is the arrivals of its piece)."""
+    offset = (start - interval.start).total_seconds()
     return (window_of(interval, micro_batch_seconds, offset),
-            window_of(interval, micro_batch_seconds, offset + MINUTE - 1e-6))
+            window_of(interval, micro_batch_seconds, offset + piece_seconds - 1e-6))
+
+
+def piece_start(ts: datetime, piece_seconds: int) -> datetime:
+    """The start of the piece holding ``ts`` (pieces tile each minute)."""
+    return ts.replace(second=ts.second - ts.second % piece_seconds, microsecond=0)
 
 
 def windows_before(interval: Interval, micro_batch_seconds: int, t: datetime) -> int:
-    """How many of the run's windows end at or before ``t`` (``t`` a minute boundary)."""
+    """How many of the run's windows end at or before ``t`` (``t`` a piece boundary)."""
     if t >= interval.end:
         return n_windows(interval, micro_batch_seconds)
     return int((t - interval.start).total_seconds()) // micro_batch_seconds
 
 
 def is_window_boundary(interval: Interval, micro_batch_seconds: int, t: datetime) -> bool:
-    """Whether no window of the run straddles ``t``, so minutes before it can be ingested alone."""
+    """Whether no window of the run straddles ``t``, so pieces before it can be ingested alone."""
     if t in (interval.start, interval.end):
         return True
     return int((t - interval.start).total_seconds()) % micro_batch_seconds == 0
 
 
 def ready_through(interval: Interval, micro_batch_seconds: int, ingested_through: datetime, now: datetime,
-                  grace_seconds: float) -> datetime | None:
-    """The latest minute ``t`` in ``(ingested_through, interval.end]`` that has closed (``t`` plus the
-    grace is past) and is a window boundary: minutes ``[ingested_through, t)`` can be ingested and
-    their windows loaded now. ``None`` when nothing new is ready."""
+                  grace_seconds: float, piece_seconds: int = MINUTE) -> datetime | None:
+    """The latest piece boundary ``t`` in ``(ingested_through, interval.end]`` that has closed
+    (``t`` plus the grace is past) and is a window boundary: the pieces of ``[ingested_through, t)``
+    can be ingested and their windows loaded now. ``None`` when nothing new is ready."""
     best = None
-    t = ingested_through + timedelta(minutes=1)
+    step = timedelta(seconds=piece_seconds)
+    t = ingested_through + step
     while t <= interval.end and t + timedelta(seconds=grace_seconds) <= now:
         if is_window_boundary(interval, micro_batch_seconds, t):
             best = t
-        t += timedelta(minutes=1)
+        t += step
     return best
 
 
-def next_wake(interval: Interval, micro_batch_seconds: int, ingested_through: datetime, grace_seconds: float) -> datetime:
+def next_wake(interval: Interval, micro_batch_seconds: int, ingested_through: datetime, grace_seconds: float,
+              piece_seconds: int = MINUTE) -> datetime:
     """When the next chunk of the run will be ready."""
-    t = ingested_through + timedelta(minutes=1)
+    step = timedelta(seconds=piece_seconds)
+    t = ingested_through + step
     while t < interval.end and not is_window_boundary(interval, micro_batch_seconds, t):
-        t += timedelta(minutes=1)
-    return t + timedelta(seconds=grace_seconds)
+        t += step
+    return min(t, interval.end) + timedelta(seconds=grace_seconds)
+
+
+def misaligned(ingested_through: datetime, piece_seconds: int) -> bool:
+    """Whether a run's progress is not at a piece boundary: ingested with another ``piece_seconds``
+    (changed while the stream was stopped in the middle of the run)."""
+    return ingested_through.microsecond != 0 or ingested_through.second % piece_seconds != 0
 
 
 def settled_groups(groups: list[list[int]], closed_windows: int, total_windows: int, lookahead: int) -> list[list[int]]:

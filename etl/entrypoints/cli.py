@@ -510,7 +510,7 @@ def _generate(args: argparse.Namespace, cfg: EtlConfig) -> int:
             seed=args.seed,
         )
         result = generate_stream(spec, cfg.landing_path, overwrite=args.overwrite, progress=_progress, entity=cfg.entity_model,
-                                 model=cfg.model)
+                                 model=cfg.model, piece_seconds=cfg.piece_seconds)
     except (ValueError, FileExistsError) as exc:
         print(f"etl: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG

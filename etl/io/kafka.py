@@ -213,7 +213,7 @@ def read_ranges(spark, props: dict[str, str], ranges: list[OffsetRange]) -> Data
 @dataclass(frozen=True)
 class PlannedRange:
     """A range and the piece ``[start, end)`` that decided it: its records' arrivals are kept in
-    that piece's minutes whichever run reads it again (a whole run re-reads each of the always-on
+    that piece's own pieces whichever run reads it again (a whole run re-reads each of the always-on
     loader's pieces as that piece read it)."""
 
     input: Input

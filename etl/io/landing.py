@@ -1,14 +1,17 @@
 """The landing zone's layout, read strictly (pure Python: no Spark here).
 
-    <landing_root>/source_id=<source>/arrival_date=<YYYY-MM-DD>/arrival_hour=<HH>/updates-<YYYYMMDDTHHMM>.jsonl
+    <landing_root>/source_id=<source>/arrival_date=<YYYY-MM-DD>/arrival_hour=<HH>/updates-<YYYYMMDDTHHMMSS>.jsonl
 
-A run owns the landing files whose minute lies in its interval. Only a regular file (or a link to
-one) whose name is exactly ``updates-<minute>.jsonl`` in the folders of that minute is data.
-Everything else met on the way (other names such as ``copy of updates-...``, a misplaced file, a
-directory or FIFO or dangling link with a landing name, an entry outside ``source_id=``
-folders) is *skipped* and reported in the run's summary, never read. Data that cannot be read
-(an unreadable folder or file) stops the run before anything is written: skipping it would lose
-its lines.
+A landing file is a *piece*: the arrivals of ``piece_seconds`` (a setting, a divisor of 60, 60 by
+default) from the time in its name. The name's seconds may be left out when they are 0, so with
+the default the minute files ``updates-<YYYYMMDDTHHMM>.jsonl`` are the pieces. A run owns the
+landing files whose piece starts in its interval. Only a regular file (or a link to one) whose
+name is exactly a landing name in the folders of its hour is data. Everything else met on the way
+(other names such as ``copy of updates-...``, a misplaced file, a directory or FIFO or dangling
+link with a landing name, an entry outside ``source_id=`` folders) is *skipped* and reported in
+the run's summary, never read. A landing name whose time is not a piece's start (the landing
+agent cuts pieces another length than ``piece_seconds`` says) stops the run, as does data that
+cannot be read (an unreadable folder or file): skipping it would lose its lines.
 
 A file's identity in the warehouse (``update_id``, ``file_name``) is its path relative to the
 landing root, so it does not depend on where the zone is mounted.
@@ -26,8 +29,9 @@ from pathlib import Path
 
 from etl.core.model import shown, source_name_problem
 
-LANDING_NAME = re.compile(r"updates-(\d{8}T\d{4})\.jsonl")  # the whole name (fullmatch)
+LANDING_NAME = re.compile(r"updates-(\d{8}T\d{4}(?:\d{2})?)\.jsonl")  # the whole name (fullmatch)
 MINUTE_FORMAT = "%Y%m%dT%H%M"
+SECOND_FORMAT = "%Y%m%dT%H%M%S"
 SOURCE_PREFIX = "source_id="
 
 
@@ -40,7 +44,7 @@ class LandedFile:
     path: str  # absolute, as this host sees it (read by the executors too: a shared POSIX path)
     name: str  # relative to the landing root: the file's identity
     source_id: str
-    minute: datetime
+    minute: datetime  # the start of its piece (its minute for a minute file)
 
 
 @dataclass(frozen=True)
@@ -55,20 +59,36 @@ class LandingScan:
     skipped: list[Skipped] = field(default_factory=list)
 
 
-def landing_file(landing_root: Path, source_id: str, minute: datetime) -> Path:
-    """Where the landing agent puts one source's arrivals of one minute; ``ValueError`` for a
-    source name that is not one folder name (it would point outside the landing zone)."""
+def landing_file(landing_root: Path, source_id: str, start: datetime, piece_seconds: int = 60) -> Path:
+    """Where the landing agent puts one source's arrivals of the piece starting at ``start`` (a
+    minute's file by default; with shorter pieces the name has seconds); ``ValueError`` for a
+    source name that is not one folder name (it would point outside the landing zone), or a
+    start that is not a piece's."""
     problem = source_name_problem(source_id)
     if problem:
         raise ValueError(f"source {shown(source_id)} {problem}")
-    m = minute.astimezone(timezone.utc)
+    m = start.astimezone(timezone.utc)
+    if m.microsecond or m.second % piece_seconds:
+        raise ValueError(f"{m.isoformat()} is not the start of a piece of {piece_seconds} s")
     return (
         Path(landing_root)
         / f"{SOURCE_PREFIX}{source_id}"
         / f"arrival_date={m:%Y-%m-%d}"
         / f"arrival_hour={m:%H}"
-        / f"updates-{m:{MINUTE_FORMAT}}.jsonl"
+        / f"updates-{m:{SECOND_FORMAT if piece_seconds < 60 else MINUTE_FORMAT}}.jsonl"
     )
+
+
+def piece_of(name: str) -> datetime | None:
+    """The start of a landing name's piece (UTC); ``None`` when it is no landing name or no time."""
+    match = LANDING_NAME.fullmatch(name)
+    if match is None:
+        return None
+    text = match.group(1)
+    try:
+        return datetime.strptime(text, SECOND_FORMAT if len(text) == 15 else MINUTE_FORMAT).replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
 
 
 def _listdir(path: Path, root: Path) -> list[str]:
@@ -103,23 +123,23 @@ def _kind(mode: int) -> str:
 
 
 def minutes(start: datetime, end: datetime) -> list[datetime]:
-    out, m = [], start
+    out, m = [], start.replace(second=0, microsecond=0)
     while m < end:
         out.append(m)
         m += timedelta(minutes=1)
     return out
 
 
-def scan_landing(landing_root: Path, start: datetime, end: datetime) -> LandingScan:
-    """The landing files of ``[start, end)`` (whole UTC minutes), sorted by name, and what was skipped."""
+def scan_landing(landing_root: Path, start: datetime, end: datetime, piece_seconds: int = 60) -> LandingScan:
+    """The landing files whose piece starts in ``[start, end)``, sorted by name, and what was
+    skipped. ``LandingError`` for a landing name in that span whose time is not a piece's start."""
     root = Path(landing_root)
     if not root.exists():
         raise LandingError(f"landing zone {root} does not exist (setting 'landing_root')")
     if not root.is_dir():
         raise LandingError(f"landing zone {root} is not a directory (setting 'landing_root')")
-    wanted = minutes(start, end)
-    wanted_set = set(wanted)
-    hours = sorted({m.replace(minute=0) for m in wanted})
+    wanted = (start, end, piece_seconds)
+    hours = sorted({m.replace(minute=0) for m in minutes(start, end)})
     days = sorted({h.strftime("%Y-%m-%d") for h in hours})
     out = LandingScan()
 
@@ -149,29 +169,33 @@ def scan_landing(landing_root: Path, start: datetime, end: datetime) -> LandingS
                     skip(hour_dir, "not a valid date and hour")
                     continue
                 if hour in hours:
-                    _scan_hour(hour_dir, hour, source_id, wanted_set, root, out, skip)
+                    _scan_hour(hour_dir, hour, source_id, wanted, root, out, skip)
     out.files.sort(key=lambda f: f.name)
     return out
 
 
-def _scan_hour(hour_dir: Path, hour: datetime, source_id: str, wanted: set, root: Path, out: LandingScan, skip) -> None:
+def _scan_hour(hour_dir: Path, hour: datetime, source_id: str, wanted: tuple, root: Path, out: LandingScan, skip) -> None:
+    start, end, piece_seconds = wanted
     for name in _listdir(hour_dir, root):
         path = hour_dir / name
-        match = LANDING_NAME.fullmatch(name)
-        if match is None:
-            skip(path, "not a landing file name (updates-YYYYMMDDTHHMM.jsonl)")
+        if LANDING_NAME.fullmatch(name) is None:
+            skip(path, "not a landing file name (updates-YYYYMMDDTHHMM[SS].jsonl)")
             continue
-        try:
-            minute = datetime.strptime(match.group(1), MINUTE_FORMAT).replace(tzinfo=timezone.utc)
-        except ValueError:
-            skip(path, "not a valid minute in the file name")
+        minute = piece_of(name)
+        if minute is None:
+            skip(path, "not a valid time in the file name")
             continue
-        if minute.replace(minute=0) != hour:
-            skip(path, f"misplaced: a file of {minute:%Y-%m-%d %H:%M} belongs under "
+        if minute.replace(minute=0, second=0) != hour:
+            skip(path, f"misplaced: a file of {minute:%Y-%m-%d %H:%M:%S} belongs under "
                        f"arrival_date={minute:%Y-%m-%d}/arrival_hour={minute:%H}")
             continue
-        if minute not in wanted:
-            continue  # another run's minute
+        if not start <= minute < end:
+            continue  # another run's piece
+        if minute.second % piece_seconds:
+            raise LandingError(
+                f"landing file {os.path.relpath(path, root)} starts at {minute:%H:%M:%S}, not at the start of a piece of "
+                f"{piece_seconds} s (setting piece_seconds): set piece_seconds to the length of the landing agent's files, "
+                f"or rename the file to its piece's start")
         try:
             st = os.stat(path)  # follows a link
         except FileNotFoundError:

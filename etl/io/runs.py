@@ -141,7 +141,7 @@ def scan_sources(cfg: EtlConfig, start, end) -> LandingScan:
     kafka_sources = {i.source for i in cfg.entity_model.kafka_inputs}
     if kafka_sources and not cfg.landing_path.exists():
         return LandingScan()
-    scan = scan_landing(cfg.landing_path, start, end)
+    scan = scan_landing(cfg.landing_path, start, end, cfg.piece_seconds)
     if kafka_sources:
         kept = []
         for f in scan.files:

@@ -1,11 +1,12 @@
 import hashlib
 import json
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 import numpy as np
 import pytest
 
 from etl.generator import StreamSpec, b_model_volumes, generate_stream, pqrs_points
+from etl.io.landing import piece_of
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
 
@@ -23,17 +24,19 @@ def test_same_seed_same_files_other_seed_other_files(tmp_path):
     assert _read_all(tmp_path / "a") != _read_all(tmp_path / "c")
 
 
-def test_files_are_per_source_and_arrival_minute(tmp_path):
-    generate_stream(StreamSpec(start=T0, duration_s=150, rate=20, malformed_share=0), tmp_path)
+@pytest.mark.parametrize("piece_seconds", [60, 15])
+def test_files_are_per_source_and_arrival_piece(tmp_path, piece_seconds):
+    generate_stream(StreamSpec(start=T0, duration_s=150, rate=20, malformed_share=0), tmp_path, piece_seconds=piece_seconds)
     files = sorted(tmp_path.rglob("*.jsonl"))
     assert {f.parent.parent.parent.name for f in files} == {"source_id=crm", "source_id=web"}
     for f in files:
-        minute = f.name.removeprefix("updates-").removesuffix(".jsonl")
+        start = piece_of(f.name)
         for line in f.read_text().splitlines():
             rec = json.loads(line)
             arrival = datetime.fromisoformat(rec["arrival_ts"].replace("Z", "+00:00"))
-            assert arrival.strftime("%Y%m%dT%H%M") == minute
+            assert start <= arrival < start + timedelta(seconds=piece_seconds), f.name
             assert f"source_id={rec['source_id']}" == f.parent.parent.parent.name
+    assert len(files) > (2 * 150 // piece_seconds) * 0.8  # about one file a source and piece
 
 
 def test_refuses_to_overwrite_landed_data(tmp_path):

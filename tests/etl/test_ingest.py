@@ -97,7 +97,7 @@ def test_a_line_stamped_outside_its_file_s_minute_stays_in_that_minute_s_windows
     assert got == {"a": 1, "b": 0, "c": 2, "d": 3, "e": 3, "f": 5}
     whole = sorted(read(spark, cfg, "ingested_updates").collect())
     for start, end in ((T0, T0 + timedelta(minutes=1)), (T0 + timedelta(minutes=1), INTERVAL.end)):
-        jobs.ingest_minutes(spark, cfg, INTERVAL, start, end)  # the stream's pieces write the same rows
+        jobs.ingest_pieces(spark, cfg, INTERVAL, start, end)  # the stream's pieces write the same rows
     assert sorted(read(spark, cfg, "ingested_updates").collect()) == whole
 
 
@@ -195,7 +195,7 @@ def test_a_hostile_landing_tree_loads_each_line_once(spark, cfg, tmp_path):
     summary = jobs.ingest(spark, cfg, INTERVAL)
     assert (summary["files"], summary["lines"], summary["valid"]) == (4, 8, 8)
     assert {s["reason"].split(",")[0] for s in summary["skipped"]} == {
-        "not a landing file name (updates-YYYYMMDDTHHMM.jsonl)", "a directory", "a FIFO", "a dangling symbolic link",
+        "not a landing file name (updates-YYYYMMDDTHHMM[SS].jsonl)", "a directory", "a FIFO", "a dangling symbolic link",
     }
     jobs.load(spark, cfg, INTERVAL)
     keys = sorted((r.source_id, r.natural_key) for r in read(spark, cfg, "key_map").collect())
@@ -249,3 +249,13 @@ def test_records_of_several_pieces_of_one_partition_are_checked_each_in_its_own_
                      ("kafka:bank.accounts:0:2-5", 3, 1), ("kafka:bank.accounts:0:2-5", 4, 2)]  # offset 5: not this read's
     files = [(r["file_name"], r["file_lines"], r["arrival_minute"]) for r in rows if r["kind"] == "file"]
     assert files == [("kafka:bank.accounts:0:0-2", 2, t0), ("kafka:bank.accounts:0:2-5", 3, t0 + timedelta(minutes=1))]
+
+    # Pieces of 10 s (setting piece_seconds): a record's arrival is kept in its 10-second piece,
+    # inside the range's; a range the stream decided from a piece starting at 00:25 keeps a record
+    # stamped 00:21 at 00:25 (the range's start), not in an earlier piece's 00:20.
+    short = [(0, 2, t0 + timedelta(seconds=25), t0 + timedelta(seconds=40)), (2, 5, t0 + timedelta(seconds=40), t0 + timedelta(minutes=3))]
+    meta = {("bank.accounts", 0): [(s, e, spec, f"kafka:bank.accounts:0:{s}-{e}", a, b) for s, e, a, b in short]}
+    rows = list(check_records([record(0, 21), record(1, 37), record(2, 20), record(3, 59), record(4, 61)], meta, 65536, (),
+                              entity, piece_seconds=10))
+    assert [(r["line_number"], int((r["arrival_minute"] - t0).total_seconds())) for r in rows if r["kind"] == "line"] == [
+        (0, 25), (1, 30), (2, 40), (3, 50), (4, 60)]

@@ -1,6 +1,7 @@
 """The always-on loader against scheduled runs: the same landed input gives the same warehouse, row
-for row (batch numbers included), whether the stream loads it minute by minute or the DAG (or a
-backfill) loads it run by run; a stream stopped mid-run and started again ends the same."""
+for row (batch numbers included), whether the stream loads it piece by piece (minute files, or
+20-second ones) or the DAG (or a backfill) loads it run by run; a stream stopped mid-run and
+started again ends the same."""
 
 from __future__ import annotations
 
@@ -26,13 +27,23 @@ SETTINGS = dict(schedule="*/2 * * * *", micro_batch_seconds=60, block_factor=1, 
                 memory_budget=3000, n_invoke=15, wait_buffer_tuples=60, tau=50, k=3, d=1)
 
 
+MINUTE_PIECES = ["minutes 01:00-01:01", "minutes 01:01-01:02", "minutes 01:02-01:03", "minutes 01:03-01:04"]
+# 20-second landing files, 40-second windows: a piece is ready every 40 s (issue 46).
+SHORT = dict(piece_seconds=20, micro_batch_seconds=40)
+SHORT_PIECES = [f"01:{m:02d}:{s:02d}-01:{(m * 60 + s + 40) // 60:02d}:{(s + 40) % 60:02d}"
+                for m, s in [(0, 0), (0, 40), (1, 20), (2, 0), (2, 40), (3, 20)]]
+
+
 @pytest.mark.memory_tables
-@pytest.mark.parametrize("strategy, stop_after_piece", [pytest.param("meshjoin", None, marks=pytest.mark.slow),  # (issue 44)
-                                                      ("partitioned-range", 3)])
-def test_the_stream_loads_what_scheduled_runs_load(spark, cfg, tmp_path, monkeypatch, strategy, stop_after_piece):
-    cfg = cfg.replace(join_strategy=strategy, **SETTINGS)
+@pytest.mark.parametrize("strategy, stop_after_piece, settings, spans", [
+    pytest.param("meshjoin", None, {}, MINUTE_PIECES, marks=pytest.mark.slow),  # (issue 44)
+    ("partitioned-range", 4, SHORT, SHORT_PIECES),  # stopped in the middle of the second run
+])
+def test_the_stream_loads_what_scheduled_runs_load(spark, cfg, tmp_path, monkeypatch, strategy, stop_after_piece, settings,
+                                                   spans):
+    cfg = cfg.replace(join_strategy=strategy, **{**SETTINGS, **settings})
     generate_stream(StreamSpec(start=T0, duration_s=240, rate=6, key_domain=300, new_key_share=0.1, duplicate_share=0.05,
-                               malformed_share=0.02, b=0.7, seed=5), cfg.landing_path)
+                               malformed_share=0.02, b=0.7, seed=5), cfg.landing_path, piece_seconds=cfg.piece_seconds)
     made = []
     real_get_strategy = loader_module.get_strategy
     monkeypatch.setattr(loader_module, "get_strategy", lambda *a: made.append(a[0]) or real_get_strategy(*a))
@@ -52,10 +63,10 @@ def test_the_stream_loads_what_scheduled_runs_load(spark, cfg, tmp_path, monkeyp
         finished += [f["run_key"] for f in again.run(until=RUNS[-1].end)]  # resumes the open run
     assert finished == [r.run_key for r in RUNS]
 
-    # Piece by piece: each minute ingested alone, as it closed; the strategy kept within a run
+    # Piece by piece: each piece ingested alone, as it closed; the strategy kept within a run
     # (made once per run, and once more for the run taken up again after the stop).
     pieces = [m for m in messages if "ingested" in m]
-    assert [p.split(": minutes ")[1][:11] for p in pieces] == ["01:00-01:01", "01:01-01:02", "01:02-01:03", "01:03-01:04"]
+    assert [p.split(": ", 1)[1].split(" ingested")[0] for p in pieces] == spans
     assert len(made) == len(RUNS) + (1 if stop_after_piece else 0)
     assert not (cfg.meta_path / LOCK_NAME).exists()
     assert read_heartbeat(cfg)["stopped"] and sorted(p.name for p in stream_dir(cfg).iterdir()) == [HEARTBEAT]

@@ -52,6 +52,8 @@ def test_config_file_from_environment(tmp_path):
         ({"ETL_WAREHOUSE_ROOT": " "}, "warehouse_root"),
         ({"ETL_DELETION_VECTORS": "sometimes"}, "deletion_vectors"),
         ({"ETL_DELETION_VECTORS_FROM_BYTES": "0"}, "deletion_vectors_from_bytes"),
+        ({"ETL_PIECE_SECONDS": "7"}, r"piece_seconds' = 7: must divide a minute: one of 1, 2, 3, 4, 5, 6, 10, 12, 15, 20, 30, 60"),
+        ({"ETL_PIECE_SECONDS": "0"}, "piece_seconds"),
     ],
 )
 def test_bad_settings_fail_naming_the_setting(env, message):

@@ -15,8 +15,10 @@ from etl.core.interval import Interval
 from etl.core.policy import load_batches, plan_lookahead
 from etl.core.stream_plan import (
     dag_route,
-    minute_windows,
+    misaligned,
     n_windows,
+    piece_start,
+    piece_windows,
     next_wake,
     ready_through,
     schedule_interval,
@@ -55,11 +57,24 @@ def test_a_minute_is_ready_after_its_grace_and_only_at_a_window_boundary():
     assert next_wake(RUN, 90, at(0), 5) == at(3) + timedelta(seconds=5)
 
 
+def test_pieces_shorter_than_a_minute_are_ready_one_by_one_after_their_grace():
+    """piece_seconds = 5 with 10-second windows: every other piece ends a window."""
+    s = lambda seconds: T0 + timedelta(seconds=seconds)  # noqa: E731
+    assert ready_through(RUN, 10, s(0), s(6), 1, piece_seconds=5) is None  # the piece of 00:05 is not a window's end
+    assert ready_through(RUN, 10, s(0), s(11), 1, piece_seconds=5) == s(10)
+    assert ready_through(RUN, 10, s(10), s(47.5), 1, piece_seconds=5) == s(40)  # behind: several pieces at once
+    assert next_wake(RUN, 10, s(10), 1, piece_seconds=5) == s(21)
+    assert ready_through(RUN, 10, s(280), s(400), 1, piece_seconds=5) == RUN.end
+    assert piece_windows(RUN, 10, s(35), 5) == (3, 3) and piece_windows(RUN, 2, s(35), 5) == (17, 19)
+    assert piece_start(s(37.25), 5) == s(35) and piece_start(s(37.25), 60) == s(0)
+    assert not misaligned(s(35), 5) and misaligned(s(35), 10) and not misaligned(s(60), 60)
+
+
 def test_windows_of_a_minute_and_windows_closed():
     assert n_windows(RUN, 20) == 15 and n_windows(RUN, 90) == 4
-    assert minute_windows(RUN, 20, at(2)) == (6, 8)
-    assert minute_windows(RUN, 90, at(1)) == (0, 1)
-    assert minute_windows(RUN, 90, at(4)) == (2, 3)
+    assert piece_windows(RUN, 20, at(2)) == (6, 8)
+    assert piece_windows(RUN, 90, at(1)) == (0, 1)
+    assert piece_windows(RUN, 90, at(4)) == (2, 3)
     assert windows_before(RUN, 20, at(2)) == 6
     assert windows_before(RUN, 90, at(3)) == 2
     assert windows_before(RUN, 90, RUN.end) == 4

@@ -139,3 +139,31 @@ def test_compare_tells_appended_from_changed_added_and_removed(tmp_path):
     current = {p.name: file_digest(str(p), recorded[p.name].bytes if p.name in recorded else None) for p in (a, b, d)}
     got = {ch.name: (ch.kind, ch.recorded_bytes, ch.current_bytes) for ch in compare(recorded, current)}
     assert got == {"a": ("appended", 4, 9), "b": ("changed", 4, 4), "c": ("removed", 6, None), "d": ("added", None, 4)}
+
+
+def test_pieces_shorter_than_a_minute_have_seconds_in_their_names(tmp_path):
+    """piece_seconds = 15: a file covers 15 s from the time in its name; the minute's own name
+    (no seconds) is the piece at :00; a name off the pieces stops the scan (its lines would join
+    windows another piece closes), but only in the run that owns it."""
+    assert landing_file(tmp_path, "crm", T0 + timedelta(seconds=45), 15).name == "updates-20261122T010045.jsonl"
+    assert landing_file(tmp_path, "crm", T0).name == "updates-20261122T0100.jsonl"
+    with pytest.raises(ValueError, match="not the start of a piece of 15 s"):
+        landing_file(tmp_path, "crm", T0 + timedelta(seconds=20), 15)
+    for seconds in (0, 15, 45, 75):
+        put(tmp_path, minute=T0 + timedelta(seconds=seconds)) if seconds == 0 else \
+            landing_file(tmp_path, "crm", T0 + timedelta(seconds=seconds), 15).write_text("{}\n")
+    scan = scan_landing(tmp_path, T0, T0 + timedelta(minutes=1), 15)
+    assert [(f.name.rsplit("/", 1)[-1], f.minute) for f in scan.files] == [
+        ("updates-20261122T0100.jsonl", T0), ("updates-20261122T010015.jsonl", T0 + timedelta(seconds=15)),
+        ("updates-20261122T010045.jsonl", T0 + timedelta(seconds=45))]
+    # The stream's piece [00:15, 00:45) reads only the file of 00:15.
+    assert [f.minute for f in scan_landing(tmp_path, T0 + timedelta(seconds=15), T0 + timedelta(seconds=45), 15).files] == [
+        T0 + timedelta(seconds=15)]
+    # A landing agent cutting 10-second files while the setting says 15 (or the default, 60).
+    odd = landing_file(tmp_path, "crm", T0 + timedelta(seconds=70), 10)
+    odd.write_text("{}\n")
+    with pytest.raises(LandingError, match=r"updates-20261122T010110.jsonl starts at 01:01:10, not at the start of a piece of 15 s"):
+        scan_landing(tmp_path, T0 + timedelta(minutes=1), END, 15)
+    with pytest.raises(LandingError, match="piece of 60 s"):
+        scan_landing(tmp_path, T0, END)
+    assert len(scan_landing(tmp_path, T0, T0 + timedelta(minutes=1), 15).files) == 3  # not this run's file

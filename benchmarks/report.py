@@ -32,25 +32,28 @@ def _deletion_vectors(value: str) -> str:
 _deletion_vectors.__name__ = f"deletion_vectors ({', '.join(DELETION_VECTOR_MODES)})"
 # Settings a run of --strategies may override, as ``strategy:name=value`` (a variant run beside the
 # plain one on the same stream and seed, e.g. ``partitioned-range:max_wait_s=180``).
-VARIANT_SETTINGS = {"max_wait_s": float, "h_mark": int, "n_invoke": int, "deletion_vectors": _deletion_vectors}
+VARIANT_SETTINGS = {"max_wait_s": float, "h_mark": int, "n_invoke": int, "deletion_vectors": _deletion_vectors,
+                    "apply_interval_seconds": float}
 
 
 def parse_run(spec: str) -> tuple[str, dict]:
-    """``strategy[:name=value]`` -> (strategy, settings), with a clear error on anything else."""
-    strategy, _, setting = spec.strip().partition(":")
+    """``strategy[:name=value[:name=value...]]`` -> (strategy, settings), with a clear error on
+    anything else."""
+    strategy, *settings = spec.strip().split(":")
     if strategy not in RUNS:
         raise SystemExit(f"unknown strategy {strategy!r} in --strategies; choose from {', '.join(RUNS)}")
-    if not setting:
-        return strategy, {}
-    if strategy == BASELINE:
+    if settings and strategy == BASELINE:
         raise SystemExit(f"bad run {spec!r}: {BASELINE} takes no settings")
-    name, eq, value = setting.partition("=")
-    if not eq or name not in VARIANT_SETTINGS:
-        raise SystemExit(f"bad run {spec!r}: write strategy:name=value with name one of {', '.join(VARIANT_SETTINGS)}")
-    try:
-        return strategy, {name: VARIANT_SETTINGS[name](value)}
-    except ValueError:
-        raise SystemExit(f"bad run {spec!r}: {value!r} is not a valid {VARIANT_SETTINGS[name].__name__}") from None
+    out = {}
+    for setting in settings:
+        name, eq, value = setting.partition("=")
+        if not eq or name not in VARIANT_SETTINGS:
+            raise SystemExit(f"bad run {spec!r}: write strategy:name=value with name one of {', '.join(VARIANT_SETTINGS)}")
+        try:
+            out[name] = VARIANT_SETTINGS[name](value)
+        except ValueError:
+            raise SystemExit(f"bad run {spec!r}: {value!r} is not a valid {VARIANT_SETTINGS[name].__name__}") from None
+    return strategy, out
 
 
 def partitioned_settings(rate: float, t: int) -> dict:

@@ -9,9 +9,9 @@ Per mode, a warehouse seeded directly (``measures.seed_direct``: ``--keys`` keys
 ``--minutes`` of arrivals at ``--rate`` updates/s stamped from the next whole minute on (written
 ahead, read only once each minute has closed, as from a landing agent that has finished the
 minute). Modes: ``stream:<strategy>`` is ``etl stream`` (one session, each minute's windows
-loaded once the minute closes, ``--micro-batch-seconds`` windows); ``stream:<strategy>:<s>`` the
-same on landing files of ``s`` seconds (setting ``piece_seconds``: each window loaded once its
-pieces close); ``scheduled:<strategy>`` loads
+loaded once the minute closes, ``--micro-batch-seconds`` windows), with settings after it as
+``stream:<strategy>:piece_seconds=5:apply_interval_seconds=30`` (landing files of 5 s, each window
+loaded once its pieces close; the MERGEs off the delay path, issue 46); ``scheduled:<strategy>`` loads
 each run of ``--run-minutes`` after it closes, ingest then load, in the same session (a DAG run
 would add a spark-submit start: this is the scheduled way's best case). Reported per mode:
 per batch Spark jobs, Delta commits and seconds (medians over pieces, per batch), and the
@@ -79,11 +79,25 @@ def unloaded(spark, cfg: EtlConfig, landing: Path, stopped_at: datetime) -> dict
     return {"updates": int(row[0]), "waited_s": (row[1] or 0) / 1e6}
 
 
+MODE_SETTINGS = {"piece_seconds": int, "apply_interval_seconds": float}
+
+
+def mode_settings(settings: list[str]) -> dict:
+    """``name=value`` settings of a mode (``MODE_SETTINGS``), with a clear error on anything else."""
+    out = {}
+    for setting in settings:
+        name, eq, value = setting.partition("=")
+        if not eq or name not in MODE_SETTINGS:
+            raise SystemExit(f"bad mode setting {setting!r}: write name=value with name one of {', '.join(MODE_SETTINGS)}")
+        out[name] = MODE_SETTINGS[name](value)
+    return out
+
+
 def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
-    kind, strategy, *piece = mode.split(":")
-    name = mode.replace(":", "-")
+    kind, strategy, *settings = mode.split(":")
+    name = mode.replace(":", "-").replace("=", "")
     cfg = base.replace(warehouse_root=str(work / name / "warehouse"), runs_root=str(work / name / "runs"),
-                       join_strategy=strategy, piece_seconds=int(piece[0]) if piece else 60)
+                       join_strategy=strategy, **mode_settings(settings))
     shutil.rmtree(work / name, ignore_errors=True)
     if args.seed:
         shutil.copytree(Path(args.work) / SEED_RANGE, cfg.warehouse_path)
@@ -144,7 +158,8 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     return {"mode": mode, "batches": sum(b[3] for _, b in pieces), "jobs_per_batch": per(0),
             "commits_per_batch": per(1), "seconds_per_batch": per(2), **measured,
             "offered": offered, "stopped_at_deadline": stopped,
-            "settings": {k: getattr(cfg, k) for k in ("micro_batch_seconds", "piece_seconds", "memory_budget", "wait_buffer_tuples",
+            "settings": {k: getattr(cfg, k) for k in ("micro_batch_seconds", "piece_seconds", "apply_interval_seconds",
+                                                      "memory_budget", "wait_buffer_tuples",
                                                       "n_invoke", "tau", "k", "h_mark", "n_part")}}
 
 

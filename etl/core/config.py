@@ -87,6 +87,11 @@ class EtlConfig:
     # its name, and the always-on loader reads Kafka in offset ranges of this many seconds (a
     # divisor of 60; docs/ingest.md "Landing pieces").
     piece_seconds: int = 60
+    # The load's MERGEs off the delay path: a batch is decided and logged (the write-ahead commit)
+    # at once, and the logged batches are applied to key_map and the entity table together once
+    # the oldest has waited apply_interval_seconds (0: each batch as it is logged), at a run's end,
+    # and by whoever takes the load lock next (docs/decisions/coalesced-apply.md).
+    apply_interval_seconds: float = 0.0
     sources: tuple[str, ...] = ()  # empty: accept any source_id
     max_record_bytes: int = 65536
     max_rejected_fraction: float = 1.0  # a run whose rejected share exceeds this fails
@@ -288,6 +293,7 @@ def _validate(cfg: EtlConfig) -> None:
     need(0 < cfg.r_wb <= 1, "r_wb", "must be in (0, 1]")
     need(cfg.rho >= 0, "rho", "must be >= 0")
     need(cfg.stream_grace_seconds >= 0, "stream_grace_seconds", "must be >= 0")
+    need(cfg.apply_interval_seconds >= 0, "apply_interval_seconds", "must be >= 0 (0: each batch applied as it is logged)")
     need(cfg.piece_seconds in PIECE_SECONDS, "piece_seconds",
          f"must divide a minute: one of {', '.join(map(str, PIECE_SECONDS))}")
     need(cfg.stream_heartbeat_seconds > 0, "stream_heartbeat_seconds", "must be a positive number")

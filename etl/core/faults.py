@@ -16,8 +16,8 @@ ENV = "ETL_CRASH_AT"
 # Every crash point, in the order a load passes them; which strategies pass which.
 LOAD_POINTS = (
     "load.logged",  # the ledger row with the batch's outcomes: decided and durable, nothing applied yet
-    "load.key_map_merged",
-    "load.current_merged",  # the batch is done
+    "load.current_merged",  # the entity table's MERGE (of one batch, or of several logged ones)
+    "load.key_map_merged",  # key_map's, the last: the batches are done
 )
 PARTITIONED_POINTS = (
     "strategy.snapshot_written",

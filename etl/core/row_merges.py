@@ -62,7 +62,10 @@ def merge_key_map_rows(target: list[dict], changes: list[dict], segments: list[i
         i = at.get((s["source_id"], s["natural_key"]))
         if i is None:
             if s["is_new"]:
-                inserts.append({column: s[source] for column, source in KEY_MAP_INSERT.items()})
+                row = {column: s[source] for column, source in KEY_MAP_INSERT.items()}
+                if s.get("created_batch_seq") is not None:  # several batches applied at once: the one that created it
+                    row["created_batch_seq"] = s["created_batch_seq"]
+                inserts.append(row)
             continue
         _claim(matched, i, "key_map")
         t = out[i]

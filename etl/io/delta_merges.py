@@ -63,7 +63,8 @@ def merge_key_map(table: DeltaTable, changes: DataFrame, segments: list[int] | N
                 "last_source_seq": "s.max_source_seq",
                 "first_arrival_ts": "s.new_arrival_ts",
                 "last_arrival_ts": "s.last_arrival_ts",
-                "created_batch_seq": "s.batch_seq",
+                "created_batch_seq": "coalesce(s.created_batch_seq, s.batch_seq)" if "created_batch_seq" in changes.columns
+                                     else "s.batch_seq",
                 "updated_batch_seq": "s.batch_seq",
                 "segment_id": "s.segment_id",
             },

@@ -87,6 +87,9 @@ class DeltaTables(Tables):
             switched.append(table.name)
         return switched
 
+    def version(self, name: str) -> int:
+        return int(self.delta_table(name).history(1).select("version").first()[0])
+
     def append(self, df: DataFrame, name: str) -> None:
         """A plain append. A batch's rows are written once in steady state (its ``batch_seq`` is new
         under the load lock), so they carry no Delta ``txnAppId``/``txnVersion``: that marker made a

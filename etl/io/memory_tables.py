@@ -31,6 +31,7 @@ class _Held:
         self.columns = schema.fieldNames()
         self.rows: list[dict] = []
         self._frame: DataFrame | None = None
+        self.version = 0
 
     def frame(self, spark) -> DataFrame:
         if self._frame is None:
@@ -44,6 +45,7 @@ class _Held:
                 raise ValueError(f"NOT NULL constraint violated for column: {f.name}")
         self.rows = rows
         self._frame = None
+        self.version += 1
 
 
 def _dicts(df: DataFrame) -> list[dict]:
@@ -98,6 +100,9 @@ class MemoryTables(Tables):
         self._store[table.name] = _Held(table.schema)
         return True
 
+    def version(self, name: str) -> int:
+        return self._held(name).version
+
     def append(self, df: DataFrame, name: str) -> None:
         held = self._held(name)
         held.replace(held.rows + _dicts(self.conform(df, name)))
@@ -120,7 +125,8 @@ class MemoryTables(Tables):
         held = self._held("key_map")
         # Each value cast to the type of the column it goes to, as Delta casts a MERGE's values.
         type_of = {row_merges.KEY_MAP_INSERT[f.name]: f.dataType for f in held.schema.fields}
-        cast = changes.select(*[F.col(c).cast(t).alias(c) for c, t in type_of.items()], "is_new")
+        created = [F.col("created_batch_seq").cast("long")] if "created_batch_seq" in changes.columns else []
+        cast = changes.select(*[F.col(c).cast(t).alias(c) for c, t in type_of.items()], "is_new", *created)
         held.replace(row_merges.merge_key_map_rows(held.rows, _dicts(cast), segments))
 
     def merge_current(self, state: DataFrame, held: bool = False) -> None:

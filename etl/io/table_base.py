@@ -45,6 +45,10 @@ class Tables(ABC):
         """Create one declared table unless it exists; ``True`` if this call created it."""
 
     @abstractmethod
+    def version(self, name: str) -> int:
+        """A number that changes with every write of table ``name`` (Delta's table version)."""
+
+    @abstractmethod
     def append(self, df: DataFrame, name: str) -> None:
         """``df``'s rows added to table ``name`` (conformed to its schema)."""
 

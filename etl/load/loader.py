@@ -1,20 +1,23 @@
 """Load: drive a run's micro-batches through the chosen strategy and commit each one exactly once.
 
 Commit protocol of one released micro-batch (``batch_seq`` is global and increasing; a step that
-releases nothing is recorded in the ledger with ``batch_seq`` 0, ``NO_BATCH``), three Delta commits:
+releases nothing is recorded in the ledger with ``batch_seq`` 0, ``NO_BATCH``):
 
 1. decide every outcome and allocate keys (computed once, held by Spark), and append the batch's
    ``batch_ledger`` row, which carries its outcomes and measurements: the write-ahead commit (a
    fresh ``batch_seq`` under the lock, after ``recover``);
-2. apply what was decided: MERGE into ``key_map``, then into ``customer_current`` (each guarded by
-   ``updated_batch_seq < batch_seq``, so a second application changes nothing).
+2. apply what was decided: MERGE into the entity table (``customer_current``, or its history),
+   then into ``key_map`` (each guarded by ``updated_batch_seq < batch_seq``, so a second application
+   changes nothing). With ``apply_interval_seconds`` 0 at once; otherwise several logged batches
+   together, off the delay path (``etl.load.tail``: the join reads ``key_map`` with the logged tail
+   merged over it meanwhile), once the oldest has waited that long and at the run's end.
 
 ``outcome_log``, ``applied_changes`` and ``duplicates_quarantine`` are views of the logged outcomes,
 ``join_metrics`` of the ledger. A crash anywhere leaves either nothing (step 1 not committed: the
-batch is decided again from the same state) or a logged batch that ``recover`` applies again, from
-the log, before anything else runs: only the last logged batch can be unapplied (the next one is
-decided after it is applied), and it is applied once ``customer_current`` (or, for a batch that
-changes no current row, ``key_map``) holds a row of its ``batch_seq``.
+batch is decided again from the same state) or logged batches that ``recover`` applies, from the
+log, before anything else runs. Batches are applied in order and ``key_map`` last, so a batch whose
+``batch_seq`` some ``key_map`` row holds is applied, and so is every batch before it: recovery
+walks back from the last logged batch to the first it finds so marked.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from etl.io.tables import open_tables
 from etl.load.apply import arrivals_at, summarise_outcomes
 from etl.load.ledger import Ledger
 from etl.load.references import References
+from etl.load.tail import Logged, LoggedTail, TailReads
 from etl.load.results import (
     FLUSH_STEP,
     NO_BATCH,
@@ -78,6 +82,11 @@ class Loader:
         # is kept for the next call while nobody else has loaded and the layout is the same.
         self._open_run: tuple[str, int] | None = None
         self._continuing = False
+        # Logged batches not applied yet (apply_interval_seconds > 0), and key_map's version when
+        # this loader last released the lock with such a tail: kept only while no one wrote key_map.
+        self.tail = LoggedTail()
+        self._key_map_version: int | None = None
+        self._strategy_tables = TailReads(self.tables, self.tail, lambda: self.segment_of)
         # A fact's dimensions, which its batches' keys are looked up in (and inferred members
         # committed to) before its own join.
         self.references = References(spark, cfg, Loader) if cfg.entity_model.is_fact else None
@@ -88,15 +97,17 @@ class Loader:
         settle_pending_layout(self.spark, self.cfg)
         layout = load_layout(self.cfg, self.spec.new_layout)
         self._continuing = (self._open_run is not None and layout == self.layout
-                            and self._open_run == (run_key, self.ledger.state()[0]))
+                            and self._open_run == (run_key, self.ledger.state()[0])
+                            and (not self.tail or self._key_map_version == self.tables.version("key_map")))
         self._open_run = None  # set again only by a step call that ends with the run still open
         if self._continuing:
             return
+        self.tail.clear()  # logged, so recovery applies it from the log
         for name in self.tables.settle_deletion_vectors():
             log.info("%s holds %s bytes or more: its MERGEs use deletion vectors from now on", name, self.cfg.deletion_vectors_from_bytes)
         self.layout = layout
         self.segment_of = segment_column(self.layout)
-        self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout, self.tables)
+        self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout, self._strategy_tables)
 
     # ------------------------------------------------------------------ serving a fact's references
 
@@ -123,9 +134,10 @@ class Loader:
             self.ledger.forget()
             settle_pending_layout(self.spark, self.cfg)
             layout = load_layout(self.cfg, self.spec.new_layout)
+            self.tail.clear()
             if self.strategy is None or layout != self.layout:
                 self.layout, self.segment_of = layout, segment_column(layout)
-                self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout, self.tables)
+                self.strategy = get_strategy(self.spec.name, self.spark, self.cfg, self.layout, self._strategy_tables)
             self.recover()
             yield self
         finally:
@@ -142,39 +154,60 @@ class Loader:
         warehouse, by the same protocol as a released batch (``attached`` only). Returns the keys
         it decided (``source_id``, ``natural_key``, ``surrogate_key`` rows)."""
         kept: dict = {}
-        self._commit(run_key, batch_index, joined, time.time(), kept)
+        self._commit(run_key, batch_index, joined, time.time(), kept, apply_now=True)
         return kept["keys"]
 
     # ------------------------------------------------------------------ the protocol
 
     def recover(self) -> list[BatchResult]:
-        """Apply what a crash left logged but unapplied: the last logged batch, and batches an older
+        """Apply what a crash, or a loader that logged ahead of its MERGEs, left logged but
+        unapplied: every logged batch after the last applied one, together, and batches an older
         version logged in its ``outcome_log`` table without their ledger row."""
         results = [self._recover_older(row) for row in self._older_pending()]
-        last = self.ledger.last_batch()
-        if last is not None and not self._applied(last):
-            log.warning("recovering batch %s (run %s, batch %s) from the log", last["batch_seq"], last["run_key"], last["batch_index"])
-            logged = self.tables.read("outcome_log").where(F.col("batch_seq") == last["batch_seq"]).cache()
+        pending = self._unapplied()
+        if pending:
+            seqs = [r["batch_seq"] for r in pending]
+            log.warning("recovering %d logged batch(es) %s from the log (runs %s)", len(seqs),
+                        seqs[0] if len(seqs) == 1 else f"{seqs[0]}-{seqs[-1]}", ", ".join(sorted({r["run_key"] for r in pending})))
+            logged = self.tables.read("outcome_log").where(F.col("batch_seq").isin(seqs)).cache()
             try:
-                self._apply(logged)
+                self._apply(logged, several_batches=len(seqs) > 1)
             finally:
                 logged.unpersist()
-            results.append(BatchResult(last["run_key"], last["batch_index"], last["batch_seq"], last["updates_in"],
-                                       {k: last[k] or 0 for k in OUTCOME_COUNTS}, last["keys_allocated"],
-                                       last["delay_avg_s"], last["delay_p99_s"], last["duration_s"] or 0.0, recovered=True,
-                                       clock_skew=last.get("clock_skew") or 0))
+            results += [BatchResult(r["run_key"], r["batch_index"], r["batch_seq"], r["updates_in"],
+                                    {k: r[k] or 0 for k in OUTCOME_COUNTS}, r["keys_allocated"],
+                                    r["delay_avg_s"], r["delay_p99_s"], r["duration_s"] or 0.0, recovered=True,
+                                    clock_skew=r.get("clock_skew") or 0) for r in pending]
         return results
 
-    def _applied(self, last: dict) -> bool:
-        """Whether both MERGEs of the logged batch ``last`` committed: the current-state MERGE (the
-        second) marks each row it changes with the batch's ``batch_seq``; a batch that changes no
-        current row (all duplicates or stale) is known by the ``key_map`` rows it marks. Data
-        skipping reads only the files that can hold such a row."""
-        seq = last["batch_seq"]
-        if not last["updates_in"]:
-            return True
-        table = self.cfg.entity_model.table if (last["matched"] or 0) + (last["new"] or 0) else "key_map"
-        return bool(self.tables.read(table).where(F.col("updated_batch_seq") == seq).limit(1).count())
+    def _unapplied(self, chunk: int = 64) -> list[dict]:
+        """The logged batches not applied yet, oldest first. Batches are applied in order, ``key_map``
+        last, and each applied batch leaves its ``batch_seq`` on the ``key_map`` rows of its keys
+        unless a later applied batch changed them since: so, walking back from the last logged
+        batch that holds updates, the first one found on a ``key_map`` row is applied, and every
+        batch before it too. One probe per unapplied batch plus one; data skipping reads only the
+        files that can hold such a row."""
+        pending: list[dict] = []
+        below = None
+        while True:
+            rows = self.ledger.table().where((F.col("batch_seq") > 0) & (F.col("updates_in") > 0))
+            if below is not None:
+                rows = rows.where(F.col("batch_seq") < below)
+            rows = [r.asDict() for r in rows.orderBy(F.col("batch_seq").desc()).limit(chunk).collect()]
+            for r in rows:
+                if self._marked("key_map", r["batch_seq"]) and not (
+                        below is None and r is rows[0] and (r["matched"] or 0) + (r["new"] or 0)
+                        and not self._marked(self.cfg.entity_model.table, r["batch_seq"])):
+                    return pending[::-1]
+                # (the last batch marked in key_map but not in the entity table it changed: a
+                # version before 2026-11-27, which merged key_map first, was cut short between)
+                pending.append(r)
+            if len(rows) < chunk:
+                return pending[::-1]
+            below = rows[-1]["batch_seq"]
+
+    def _marked(self, table: str, batch_seq: int) -> bool:
+        return bool(self.tables.read(table).where(F.col("updated_batch_seq") == batch_seq).limit(1).count())
 
     def _older_pending(self) -> list:
         """Batches in an older version's ``outcome_log`` table but not in the ledger (that version
@@ -248,6 +281,7 @@ class Loader:
         todo = [i for i in indexes if i not in done]
         if FLUSH_STEP in done:
             self._settling_strategy(owner).settle(interval.run_key)
+            self.apply_tail()
             return result
         if self._continuing:
             self.strategy.arrived(sizes)
@@ -269,12 +303,16 @@ class Loader:
             if progress:
                 progress(f"batch {n}/{len(todo)} (index {index}) committed")
         if not final:
+            if self.tail and self.tail.age_s() >= self.cfg.apply_interval_seconds:
+                self.apply_tail()
             self._open_run = (interval.run_key, self.ledger.state()[0])
+            self._key_map_version = self.tables.version("key_map") if self.tail else None
             return result
         for n, joined in enumerate(self.strategy.flush(), 1):
             result.batches.append(self._commit(interval.run_key, FLUSH_STEP, joined, time.time()))
             if progress:
                 progress(f"end-of-run release {n} committed (the updates still waiting in the join)")
+        self.apply_tail()  # a finished run's tables are its own: its gate, a fact's lookups read them
         self.strategy.end()
         return result
 
@@ -308,7 +346,8 @@ class Loader:
         first_of = F.create_map(*[F.lit(x) for g in groups for w in g for x in (w, g[0])])
         return ingested.withColumn("batch_index", first_of[F.col("batch_index")]), [g[0] for g in groups], sizes
 
-    def _commit(self, run_key: str, batch_index: int, joined, started: float, kept: dict | None = None) -> BatchResult:
+    def _commit(self, run_key: str, batch_index: int, joined, started: float, kept: dict | None = None,
+                apply_now: bool = False) -> BatchResult:
         if self._lock is not None:
             self._lock.verify()  # fencing: never commit after the lock was taken from us
         last_seq, next_key = self.ledger.state()
@@ -326,16 +365,41 @@ class Loader:
             F.lit(batch_seq).cast("long").alias("batch_seq"),
             F.lit(batch_index).alias("batch_index"),
         ).localCheckpoint(eager=False)
+        deferred = False
         try:
             step, logged, summary = self._log(run_key, batch_index, batch_seq, started, next_key, decided)
             if kept is not None:  # held already: read from memory
                 kept["keys"] = decided.select("source_id", "natural_key", "surrogate_key").distinct().collect()
-            self._apply(decided, summary["segments"], summary["new_keys"], held=True)
+            if apply_now or self.cfg.apply_interval_seconds <= 0:
+                self.apply_tail()  # in order: what was logged before this batch first
+                self._apply(decided, summary["segments"], summary["new_keys"], held=True)
+            else:
+                # The join's state answers for the batch from now on; the MERGEs come later.
+                changes = key_map_changes(decided, self.segment_of).localCheckpoint(eager=True)
+                self.strategy.keys_committed(changes, summary["new_keys"])
+                self.tail.add(Logged(batch_seq, decided, changes, summary["segments"], summary["new_keys"], summary["n"],
+                                     logged_at=logged))
+                deferred = True
         finally:
-            decided.unpersist()
+            if not deferred:
+                decided.unpersist()
         result = step.result()
-        result.applied_s = time.time() - logged
+        result.applied_s = None if deferred else time.time() - logged  # applied later, with others
+        if deferred and self.tail.age_s() >= self.cfg.apply_interval_seconds:
+            self.apply_tail()
         return result
+
+    def apply_tail(self) -> None:
+        """Apply the logged tail: every logged, unapplied batch of this loader, by one MERGE per
+        table (``etl.load.tail``)."""
+        if not self.tail:
+            return
+        if self._lock is not None:
+            self._lock.verify()
+        batches = self.tail.batches
+        self._apply(self.tail.outcomes(), self.tail.segments(), self.tail.new_keys(), held=True, fold=False,
+                    several_batches=len(batches) > 1)
+        self.tail.clear()
 
     def _log(self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int, decided):
         """The batch's write-ahead commit: its ledger row with its counts, delays and outcomes."""
@@ -358,21 +422,24 @@ class Loader:
         return step, logged, summary
 
     def _apply(self, outcomes, segments: list[int] | None = None, new_keys: dict[int, int] | None = None,
-               held: bool = False) -> None:
-        """Apply a logged batch (its rows: ``outcomes``; the ``key_map`` segments they touch and
+               held: bool = False, fold: bool = True, several_batches: bool = False) -> None:
+        """Apply logged batches (their rows: ``outcomes``; the ``key_map`` segments they touch and
         the keys they insert per segment, when the caller counted them; ``held``: the rows are a
-        local checkpoint): both MERGEs, each idempotent."""
+        local checkpoint; ``fold``: the strategy has not seen them yet): both MERGEs, each
+        idempotent, the entity table's first and ``key_map``'s last (``key_map`` marks a batch
+        applied for ``recover``)."""
         with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
-            changes = key_map_changes(outcomes, self.segment_of).cache()
-            self.tables.merge_key_map(changes, segments)
-            crash_point("load.key_map_merged")
-            self.strategy.keys_committed(changes, new_keys)
-            changes.unpersist()
-
             entity = self.cfg.entity_model
             if entity.history == "history":
                 opened = self.tables.read(entity.table).where(F.col("is_current"))
                 self.tables.merge_history(history_changes(outcomes, opened, entity))
             else:
-                self.tables.merge_current(current_state_rows(outcomes, entity), held=held)
+                self.tables.merge_current(current_state_rows(outcomes, entity, several_batches), held=held)
             crash_point("load.current_merged")
+
+            changes = key_map_changes(outcomes, self.segment_of).cache()
+            self.tables.merge_key_map(changes, segments)
+            crash_point("load.key_map_merged")
+            if fold:
+                self.strategy.keys_committed(changes, new_keys)
+            changes.unpersist()

@@ -109,22 +109,65 @@ def resolve(joined: DataFrame, next_key: int, append_only: bool = False) -> Data
 
 
 def key_map_changes(outcomes: DataFrame, segment_of) -> DataFrame:
-    """Per key touched by the batch: its new ``key_map`` row (insert or update)."""
+    """Per key touched by the batch, or by several logged batches applied at once: its new
+    ``key_map`` row (insert or update). The last applied hash is the latest batch's; the change
+    carries the latest ``batch_seq`` (the MERGE's guard) and, for a new key, the batch that
+    created it."""
+    last_applied = F.when(F.col("is_last_applied"), F.struct("batch_seq", "row_hash"))
     agg = outcomes.groupBy(*KEY).agg(
         F.first("surrogate_key").alias("surrogate_key"),
-        F.max(F.when(F.col("is_last_applied"), F.col("row_hash"))).alias("applied_row_hash"),
+        F.max(last_applied)["row_hash"].alias("applied_row_hash"),
         F.max("source_seq").alias("max_source_seq"),
         F.min(F.when(F.col("outcome") == "new", F.col("arrival_ts"))).alias("new_arrival_ts"),
         F.max("arrival_ts").alias("last_arrival_ts"),
         F.max(F.col("outcome") == "new").alias("is_new"),
-        F.first("batch_seq").alias("batch_seq"),
+        F.max("batch_seq").alias("batch_seq"),
+        F.min(F.when(F.col("outcome") == "new", F.col("batch_seq"))).alias("created_batch_seq"),
     )
     return agg.withColumn("segment_id", segment_of(F.col("source_id"), F.col("natural_key")))
 
 
-def current_state_rows(outcomes: DataFrame, entity: Entity = DEFAULT_ENTITY) -> DataFrame:
-    """The last applied update of each key becomes its current-state row."""
-    return outcomes.where(F.col("is_last_applied")).select(
+def key_map_on_read(key_map: DataFrame, changes: DataFrame) -> DataFrame:
+    """``key_map`` as the MERGE of ``changes`` (``key_map_changes`` of logged batches not applied
+    yet) will leave it, read without writing it (merge-on-read): a known key advances as
+    ``delta_merges.merge_key_map`` advances it, a new key is added. ``changes``' new keys must not
+    be in ``key_map`` yet (true while their batches are unapplied: the loader checks that no one
+    wrote ``key_map`` since). A filter on ``segment_id`` is pushed into both sides."""
+    s = changes.select(
+        *KEY, F.col("applied_row_hash").alias("_s_hash"), F.col("max_source_seq").alias("_s_seq"),
+        F.col("last_arrival_ts").alias("_s_arrival"), F.col("batch_seq").alias("_s_batch"),
+    )
+    joined = key_map.join(F.broadcast(s), list(KEY), "left")
+    advances = F.coalesce(F.col("updated_batch_seq") < F.col("_s_batch"), F.lit(False))
+
+    def advanced(column, value):
+        return F.when(advances, value).otherwise(F.col(column)).alias(column)
+
+    known = joined.select(*[
+        advanced("row_hash", F.coalesce(F.col("_s_hash"), F.col("row_hash"))) if c == "row_hash"
+        else advanced("last_source_seq", F.greatest(F.col("last_source_seq"), F.col("_s_seq"))) if c == "last_source_seq"
+        else advanced("last_arrival_ts", F.greatest(F.col("last_arrival_ts"), F.col("_s_arrival"))) if c == "last_arrival_ts"
+        else advanced("updated_batch_seq", F.col("_s_batch")) if c == "updated_batch_seq"
+        else F.col(c)
+        for c in key_map.columns
+    ])
+    inserted = changes.where(F.col("is_new")).select(
+        "source_id", "natural_key", "surrogate_key", F.col("applied_row_hash").alias("row_hash"),
+        F.col("max_source_seq").alias("last_source_seq"), F.col("new_arrival_ts").alias("first_arrival_ts"),
+        "last_arrival_ts", F.coalesce("created_batch_seq", "batch_seq").alias("created_batch_seq"),
+        F.col("batch_seq").alias("updated_batch_seq"), "segment_id",
+    )
+    return known.unionByName(inserted.select([F.col(f.name).cast(f.dataType) for f in key_map.schema.fields]))
+
+
+def current_state_rows(outcomes: DataFrame, entity: Entity = DEFAULT_ENTITY, several_batches: bool = False) -> DataFrame:
+    """The last applied update of each key becomes its current-state row (of the latest batch,
+    when ``several_batches`` logged batches are applied at once)."""
+    last = outcomes.where(F.col("is_last_applied"))
+    if several_batches:
+        latest = Window.partitionBy("surrogate_key").orderBy(F.col("batch_seq").desc())
+        last = last.withColumn("_n", F.row_number().over(latest)).where(F.col("_n") == 1).drop("_n")
+    return last.select(
         "surrogate_key",
         "source_id",
         "natural_key",

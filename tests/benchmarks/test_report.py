@@ -128,8 +128,10 @@ def test_the_highest_sustained_rate_is_over_every_rate_of_the_report():
     ("partitioned-range:max_wait_s=180", ("partitioned-range", {"max_wait_s": 180.0})),
     (" partitioned-hash:h_mark=48000", ("partitioned-hash", {"h_mark": 48000})),
     ("native:deletion_vectors=off", ("native", {"deletion_vectors": "off"})),
+    ("partitioned-range:n_invoke=1:apply_interval_seconds=60",
+     ("partitioned-range", {"n_invoke": 1, "apply_interval_seconds": 60.0})),
 ])
-def test_a_run_is_a_strategy_with_at_most_one_setting_changed(spec, want):
+def test_a_run_is_a_strategy_with_its_settings_changed(spec, want):
     assert bench.parse_run(spec) == want
 
 

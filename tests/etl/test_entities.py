@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pytest
 
+from etl import jobs
 from etl.core import registry
 from etl.core.config import EtlConfig
 from etl.core.model import load_model
@@ -30,6 +31,7 @@ from tests.helpers import (
     assert_entity_equals_oracle,
     assert_equals_oracle,
     assert_same_warehouse,
+    copy_of,
     seeded_warehouses,
 )
 
@@ -40,6 +42,7 @@ CASES = [
     (EXAMPLE, "product"),
 ]
 HARDEST = "composite_history"
+DEFERRED = ("meshjoin", "partitioned-range")  # the hardest shape again, its MERGEs at the run's end
 # Each shape but the hardest: native (the reference) and one other strategy, in turn.
 OTHERS = [n for n in registry.NAMES if n != "native"]
 
@@ -81,7 +84,16 @@ def loaded(request, spark, tmp_path_factory):
     generate_stream(StreamSpec(start=SEEDED_T0, duration_s=240, rate=5, seed=45, key_domain=200,
                                sources=entity.sources or ("crm", "web"), malformed_share=0.03, delete_share=0.05,
                                p=0.6, q=0.1, r=0.25, s=0.05), cfg.landing_path, entity=entity)
-    _, out = seeded_warehouses(spark, cfg, root, (), strategies)
+    seeds, out = seeded_warehouses(spark, cfg, root, (), strategies)
+    if model.stem == HARDEST:
+        # The MERGEs off the delay path (apply_interval_seconds): every batch of the run logged
+        # first and applied together at its end, the join reading key_map with the logged tail
+        # merged over it meanwhile; the same warehouse as batches applied one by one.
+        for strategy in DEFERRED:
+            ahead = copy_of(seeds[registry.spec(strategy).new_layout], root / "loads", f"{strategy}-ahead")
+            ahead = ahead.replace(apply_interval_seconds=3600)
+            jobs.load(spark, ahead, SEEDED_SECOND, strategy=strategy)
+            out[f"{strategy}, applied at the run's end"] = ahead
     yield out
     memory_tables.forget_under(str(root))
 

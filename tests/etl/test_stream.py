@@ -28,8 +28,9 @@ SETTINGS = dict(schedule="*/2 * * * *", micro_batch_seconds=60, block_factor=1, 
 
 
 MINUTE_PIECES = ["minutes 01:00-01:01", "minutes 01:01-01:02", "minutes 01:02-01:03", "minutes 01:03-01:04"]
-# 20-second landing files, 40-second windows: a piece is ready every 40 s (issue 46).
-SHORT = dict(piece_seconds=20, micro_batch_seconds=40)
+# 20-second landing files, 40-second windows: a piece is ready every 40 s; the MERGEs off the delay
+# path, applied at each run's end, the logged tail kept from piece to piece (issue 46).
+SHORT = dict(piece_seconds=20, micro_batch_seconds=40, apply_interval_seconds=3600)
 SHORT_PIECES = [f"01:{m:02d}:{s:02d}-01:{(m * 60 + s + 40) // 60:02d}:{(s + 40) % 60:02d}"
                 for m, s in [(0, 0), (0, 40), (1, 20), (2, 0), (2, 40), (3, 20)]]
 

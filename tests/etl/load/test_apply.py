@@ -82,6 +82,44 @@ def test_merge_key_map_keeps_a_value_the_batch_does_not_know_and_matches_only_in
         tables.merge_key_map(twice)
 
 
+OUTCOMES = ("source_id string, natural_key string, surrogate_key long, outcome string, is_last_applied boolean, "
+            "row_hash string, source_seq long, arrival_ts timestamp, batch_seq long")
+
+
+def test_logged_batches_merged_on_read_are_key_map_after_their_merges(spark, cfg, tmp_path, store):
+    """Two logged batches (issue 46): ``key_map_on_read`` of their changes (what the join reads
+    while they are unapplied) equals key_map after one MERGE of both (the coalesced apply), which
+    equals key_map after each batch's own MERGE; a key new in the first batch keeps that batch as
+    its ``created_batch_seq``; a filter on the segment gives the same rows on both sides."""
+    from etl.transforms.outcomes import key_map_changes, key_map_on_read
+
+    cfg, together = handle(spark, cfg, store)
+    apart_cfg, apart = handle(spark, cfg.replace(warehouse_root=str(tmp_path / "apart")), store)
+    stored = [("crm", "1", 1, "h1", 5, T1, T1, 1, 1, 0), ("crm", "2", 2, "h2", 3, T1, T1, 1, 1, 1)]
+    for t in (together, apart):
+        t.append(spark.createDataFrame(stored, KEY_MAP), "key_map")
+    second = [("crm", "1", 1, "matched", True, "h1b", 6, T2, 2), ("crm", "3", 3, "new", False, "h3", 1, T2, 2),
+              ("crm", "3", 3, "matched", True, "h3b", 2, T2, 2)]
+    third = [("crm", "1", 1, "duplicate", False, "h1b", 6, T3, 3), ("crm", "3", 3, "matched", True, "h3c", 3, T3, 3),
+             ("crm", "4", 4, "new", True, "h4", 1, T3, 3), ("crm", "2", 2, "stale", False, "h0", 1, T3, 3)]
+
+    def segment_of(source, key):
+        return F.when(key.isin("1", "3"), F.lit(0)).otherwise(F.lit(1))
+
+    both = key_map_changes(spark.createDataFrame(second + third, OUTCOMES), segment_of)
+    on_read = key_map_on_read(read(spark, cfg, "key_map"), both).localCheckpoint()
+    together.merge_key_map(both)
+    for batch in (second, third):
+        apart.merge_key_map(key_map_changes(spark.createDataFrame(batch, OUTCOMES), segment_of))
+    merged = read(spark, cfg, "key_map")
+    assert_df_equality(on_read, merged, ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(read(spark, apart_cfg, "key_map"), merged, ignore_row_order=True, ignore_nullable=True)
+    assert {r.natural_key: (r.created_batch_seq, r.updated_batch_seq, r.row_hash) for r in merged.collect()} == {
+        "1": (1, 3, "h1b"), "2": (1, 3, "h2"), "3": (2, 3, "h3c"), "4": (3, 3, "h4")}
+    assert_df_equality(on_read.where("segment_id = 1"), merged.where("segment_id = 1"), ignore_row_order=True,
+                       ignore_nullable=True)
+
+
 def test_merge_current_keeps_the_newest_state_of_each_key(spark, cfg, store):
     cfg, tables = handle(spark, cfg, store)
 

@@ -10,7 +10,7 @@ import pytest
 from chispa import assert_df_equality
 
 import etl
-from benchmarks.measures import jobs_started
+from benchmarks.measures import delta_commits, jobs_started
 from etl import jobs
 from etl.core.interval import Interval
 from etl.core.oracle import decide
@@ -191,11 +191,12 @@ def test_an_interval_overlapping_a_loaded_one_is_refused(spark, cfg):
 
 
 @pytest.mark.memory_tables
-@pytest.mark.parametrize("point, recovered", [("load.key_map_merged", 1), ("load.current_merged", 0)])
+@pytest.mark.parametrize("point, recovered", [("load.current_merged", 1), ("load.key_map_merged", 0)])
 def test_a_batch_cut_short_after_a_merge_ends_as_one_run_does(spark, cfg, tmp_path, monkeypatch, point, recovered):
-    """Cut short after the key_map MERGE, the restart applies the logged batch again (the key_map
-    MERGE changes nothing the second time); cut short after both, the batch is done and nothing is
-    applied again. Either way the ledger has one row and every table equals an uninterrupted run's."""
+    """Cut short after the entity table's MERGE, the restart applies the logged batch again (that
+    MERGE changes nothing the second time); cut short after both (key_map's is the last), the
+    batch is done and nothing is applied again. Either way the ledger has one row and every table
+    equals an uninterrupted run's."""
     import etl.load.loader as loader_module
 
     stream(cfg, duration_s=60, key_domain=50, duplicate_share=0.3)
@@ -214,11 +215,98 @@ def test_a_batch_cut_short_after_a_merge_ends_as_one_run_does(spark, cfg, tmp_pa
         jobs.load(spark, cfg, one)
     monkeypatch.undo()
     assert read(spark, cfg, "batch_ledger").count() == 1  # logged before it was applied
-    applied = read(spark, cfg, "customer_current").count()
-    assert applied == (read(spark, whole, "customer_current").count() if recovered == 0 else 0)
+    assert read(spark, cfg, "customer_current").count() == read(spark, whole, "customer_current").count()
+    assert read(spark, cfg, "key_map").count() == (read(spark, whole, "key_map").count() if recovered == 0 else 0)
     assert jobs.load(spark, cfg, one)["batches_recovered"] == recovered
     assert deterministic_tables(spark, cfg) == deterministic_tables(spark, whole)
     assert read(spark, cfg, "join_metrics").count() == 1
+
+
+def _killed_at(monkeypatch, point: str) -> None:
+    """Raise at the ``n``-th passage of crash point ``name`` (``point`` is ``name`` or ``name:n``),
+    in the loader and the ledger, as a SIGKILL there would stop the load."""
+    import etl.load.ledger as ledger_module
+    import etl.load.loader as loader_module
+
+    name, _, nth = point.partition(":")
+    seen = []
+
+    def crash_point(p):
+        if p == name:
+            seen.append(p)
+            if len(seen) == int(nth or 1):
+                raise RuntimeError(f"killed at {point}")
+
+    for module in (loader_module, ledger_module):
+        monkeypatch.setattr(module, "crash_point", crash_point)
+
+
+@pytest.mark.memory_tables
+@pytest.mark.parametrize("point, recovered", [("load.logged:3", 3), ("load.current_merged", 6), ("load.key_map_merged", 0)])
+def test_batches_logged_ahead_of_their_merges_are_applied_together_and_recovered_from_the_log(spark, cfg, tmp_path, monkeypatch,
+                                                                                               point, recovered):
+    """``apply_interval_seconds``: a run's batches are logged one by one and applied together at
+    its end, one MERGE per table, the join reading key_map with the logged tail merged over it
+    meanwhile. Cut short with batches logged and not applied (after the third write-ahead commit,
+    or between the two MERGEs of the run's end: key_map's is the last), the next load applies
+    every logged batch from the log and goes on; the tables are those of batches applied one by
+    one, and no batch is decided twice."""
+    from etl.io.tables import open_tables
+
+    cfg = cfg.replace(micro_batch_seconds=20, apply_interval_seconds=3600)  # six batches
+    stream(cfg, key_domain=60)  # keys recur across batches: the tail answers for them
+    one_by_one = cfg.replace(warehouse_root=str(tmp_path / "one-by-one"), runs_root=str(tmp_path / "obo-runs"),
+                             apply_interval_seconds=0)
+    ahead = cfg.replace(warehouse_root=str(tmp_path / "ahead"), runs_root=str(tmp_path / "ahead-runs"))
+    for c in (cfg, one_by_one, ahead):
+        jobs.ingest(spark, c, RUN)
+    jobs.load(spark, one_by_one, RUN)
+
+    tables = open_tables(spark, ahead)
+    versions = {name: tables.version(name) for name in ("key_map", "customer_current", "batch_ledger")}
+    summary = jobs.load(spark, ahead, RUN)
+    assert summary["batches_committed"] == 6 and summary["keys_allocated"] > 0
+    # six write-ahead commits, one MERGE per table
+    assert {name: tables.version(name) - v for name, v in versions.items()} == {"key_map": 1, "customer_current": 1,
+                                                                                 "batch_ledger": 6}
+    assert deterministic_tables(spark, ahead) == deterministic_tables(spark, one_by_one)
+
+    _killed_at(monkeypatch, point)
+    with pytest.raises(RuntimeError, match="killed"):
+        jobs.load(spark, cfg, RUN)
+    monkeypatch.undo()
+    result = jobs.load(spark, cfg, RUN)
+    assert result["batches_recovered"] == recovered
+    assert deterministic_tables(spark, cfg) == deterministic_tables(spark, one_by_one)
+    decided = read(spark, cfg, "outcome_log").groupBy("update_id").count()
+    assert decided.where("count > 1").count() == 0
+
+
+@pytest.mark.memory_tables
+def test_a_tail_kept_between_pieces_is_dropped_when_someone_else_applied_it(spark, cfg, tmp_path):
+    """The always-on loader keeps its logged tail from piece to piece while no one else writes
+    key_map; a fact's lookups (or any load) in between apply it from the log, and the loader then
+    takes the run up again as after a restart instead of merging its tail over key_map twice."""
+    from etl.core.stream_plan import n_windows
+
+    cfg = cfg.replace(micro_batch_seconds=20, apply_interval_seconds=3600)
+    stream(cfg, key_domain=60)
+    one_by_one = cfg.replace(warehouse_root=str(tmp_path / "one-by-one"), runs_root=str(tmp_path / "obo-runs"),
+                             apply_interval_seconds=0)
+    for c in (cfg, one_by_one):
+        jobs.ingest(spark, c, RUN)
+    jobs.load(spark, one_by_one, RUN)
+
+    streaming = Loader(spark, cfg)
+    assert len(streaming.load_ready(RUN, 2).batches) == 2
+    assert read(spark, cfg, "key_map").count() == 0  # logged, not applied: the tail is kept
+    assert len(streaming.load_ready(RUN, 3).batches) == 1 and len(streaming.tail.batches) == 3  # kept: no one wrote
+    with Loader(spark, cfg).attached("a fact's lookups", 5):
+        pass  # recovers: applies the three logged batches
+    assert read(spark, cfg, "key_map").count() > 0
+    streaming.load_ready(RUN, n_windows(RUN, 20))
+    assert deterministic_tables(spark, cfg) == deterministic_tables(spark, one_by_one)
+    assert read(spark, cfg, "batch_ledger").where("batch_seq > 0").count() == 6
 
 
 @pytest.mark.memory_tables
@@ -363,10 +451,13 @@ def test_merges_use_deletion_vectors_as_the_setting_says_and_auto_switches_them_
                                ignore_nullable=True)
 
 
-@pytest.mark.parametrize("strategy, deletion_vectors, max_jobs",
-                         [("native", "auto", 25), pytest.param("native", "on", 42, marks=pytest.mark.slow),  # (slow: issue 44)
-                          ("partitioned-range", "auto", 25)])
-def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, strategy, deletion_vectors, max_jobs):
+@pytest.mark.parametrize("strategy, deletion_vectors, max_jobs, apply_interval, commits",
+                         [("native", "auto", 25, 0, 3),
+                          pytest.param("native", "on", 42, 0, 3, marks=pytest.mark.slow),  # (slow: issue 44)
+                          ("partitioned-range", "auto", 25, 0, 3),
+                          ("native", "auto", 20, 3600, 1)])  # the MERGEs off the delay path (issue 46)
+def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, strategy, deletion_vectors, max_jobs,
+                                                                   apply_interval, commits):
     """Under the product's settings (adaptive execution on; this test session turns it off), a
     native batch after the first costs at most ``max_jobs`` Spark jobs, counted between two
     committed batches. Its commit runs without adaptive execution (``COMMIT_SQL_SETTINGS``: 60
@@ -376,22 +467,24 @@ def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, st
     ``deletion_vectors_from_bytes`` its MERGEs rewrite instead of writing deletion vectors, 7 jobs
     fewer each (docs/decisions/deletion-vectors.md). ``partitioned-range`` with ``n_invoke = 1``
     releases every step (its resident segments, and the one probe, joined in one batch), and takes
-    the keys it inserted per segment from the batch's counting pass (25, not 26)."""
+    the keys it inserted per segment from the batch's counting pass (25, not 26). With the MERGEs
+    off the delay path (``apply_interval_seconds``), a batch is one Delta commit, its write-ahead
+    one, and at most ``max_jobs`` jobs (docs/decisions/coalesced-apply.md)."""
     if deletion_vectors == "on":
         cfg = cfg.replace(warehouse_root=str(cfg.warehouse_path.parent / "with-vectors"), deletion_vectors="on")
-    cfg = cfg.replace(join_strategy=strategy, n_invoke=1)
+    cfg = cfg.replace(join_strategy=strategy, n_invoke=1, apply_interval_seconds=apply_interval)
     run = Interval(T0, T0 + timedelta(minutes=4))
     stream(cfg, duration_s=240)
     jobs.ingest(spark, cfg, run)
     marks = []
     with sql_settings(spark, {"spark.sql.adaptive.enabled": "true"}):
         summary = jobs.load(spark, cfg, run, progress=lambda message: message.startswith("batch ")
-                            and marks.append(jobs_started(spark)))
+                            and marks.append((jobs_started(spark), delta_commits(cfg.warehouse_path))))
     assert summary["batches_committed"] >= 4 and len(marks) == 4
     # every arrival step released a batch (the run's end, index -1, may release nothing)
     assert read(spark, cfg, "batch_ledger").where("batch_index >= 0 AND batch_seq = 0").count() == 0
-    steady = [b - a for a, b in zip(marks[1:], marks[2:])]
-    assert max(steady) <= max_jobs, steady
+    steady = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(marks[1:], marks[2:])]
+    assert max(j for j, _ in steady) <= max_jobs and {c for _, c in steady} == {commits}, steady
     assert spark.conf.get("spark.sql.adaptive.enabled") == "false"  # the session's own, put back
 
 

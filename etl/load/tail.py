@@ -1,0 +1,104 @@
+"""The logged tail: batches this loader has logged (their write-ahead commit) and not applied yet,
+and ``key_map`` as the join sees it meanwhile (setting ``apply_interval_seconds``).
+
+The decisions of the next batches must answer for keys the MERGEs have not applied: the join
+reads ``key_map`` through ``TailReads``, which merges the tail's changes over it on read
+(``transforms.outcomes.key_map_on_read``), and the strategies fold each logged batch into their
+in-memory state when it is logged, not when it is applied. The tail lives in this loader's memory
+only: whoever takes the load lock next applies every logged, unapplied batch from the log
+(``Loader.recover``), and a loader that finds ``key_map`` written by someone else since it last held
+the lock drops its tail and is taken up again as after a restart (docs/decisions/coalesced-apply.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from functools import reduce
+
+from pyspark.sql import DataFrame
+
+from etl.transforms.outcomes import key_map_changes, key_map_on_read
+
+
+@dataclass
+class Logged:
+    batch_seq: int
+    decided: DataFrame  # the batch's outcomes, held (a local checkpoint)
+    changes: DataFrame  # their key_map changes, held
+    segments: list[int] | None
+    new_keys: dict[int, int] | None
+    updates: int
+    logged_at: float = field(default_factory=time.time)
+
+
+class LoggedTail:
+    def __init__(self) -> None:
+        self.batches: list[Logged] = []
+        self._changes: DataFrame | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.batches)
+
+    def add(self, logged: Logged) -> None:
+        self.batches.append(logged)
+        if self._changes is not None:
+            self._changes.unpersist()
+        self._changes = None
+
+    def age_s(self, now: float | None = None) -> float:
+        return ((now or time.time()) - self.batches[0].logged_at) if self.batches else 0.0
+
+    def outcomes(self) -> DataFrame:
+        return reduce(lambda a, b: a.unionByName(b), [b.decided for b in self.batches])
+
+    def changes(self, segment_of) -> DataFrame | None:
+        """The tail's ``key_map`` changes, one row per key (the latest batch's values), held."""
+        if not self.batches:
+            return None
+        if self._changes is None:
+            one = self.batches[0].changes if len(self.batches) == 1 else key_map_changes(self.outcomes(), segment_of)
+            self._changes = one.localCheckpoint(eager=True)
+        return self._changes
+
+    def segments(self) -> list[int] | None:
+        if any(b.segments is None for b in self.batches):
+            return None
+        return sorted({s for b in self.batches for s in b.segments})
+
+    def new_keys(self) -> dict[int, int] | None:
+        if any(b.new_keys is None for b in self.batches):
+            return None
+        out: dict[int, int] = {}
+        for b in self.batches:
+            for segment, n in b.new_keys.items():
+                out[segment] = out.get(segment, 0) + n
+        return out
+
+    def clear(self) -> None:
+        """Forget the tail (applied, or to be applied from the log by recovery)."""
+        for b in self.batches:
+            b.decided.unpersist()
+            b.changes.unpersist()
+        if self._changes is not None:
+            self._changes.unpersist()
+        self.batches, self._changes = [], None
+
+
+class TailReads:
+    """The loader's table handle as its strategy sees it: ``key_map`` with the tail merged over it
+    on read; everything else the handle's own."""
+
+    def __init__(self, tables, tail: LoggedTail, segment_of) -> None:
+        self._tables = tables
+        self._tail = tail
+        self._segment_of = segment_of
+
+    def read(self, name: str) -> DataFrame:
+        df = self._tables.read(name)
+        if name != "key_map" or not self._tail:
+            return df
+        return key_map_on_read(df, self._tail.changes(self._segment_of()))
+
+    def __getattr__(self, name: str):
+        return getattr(self._tables, name)

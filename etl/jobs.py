@@ -83,6 +83,7 @@ def ingest(spark, cfg: EtlConfig, interval: Interval, progress=None) -> dict:
     ensure_tables(spark, cfg)
     known = known_runs(spark, cfg)
     check_no_overlap(spark, cfg, interval, known)
+    check_piece_seconds(cfg, interval)
     # A run never ingested (by this version) cannot have started loading: skip the three reads.
     started = interval.run_key in known and has_started(spark, cfg, interval.run_key)
     if started:
@@ -98,7 +99,7 @@ def ingest(spark, cfg: EtlConfig, interval: Interval, progress=None) -> dict:
     reasons, n_lines, n_blank = _write_checked(spark, cfg, interval, scan, kafka, interval.start, interval.end, run, run, run,
                                                progress)
     summary = ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, n_lines, n_blank, reasons,
-                             ranges=len(kafka.ranges), kafka_lost=kafka.lost_records)
+                             ranges=len(kafka.ranges), kafka_lost=kafka.lost_records, piece_seconds=cfg.piece_seconds)
     write_summary(cfg, interval, "ingest", summary)
     check_rejections(cfg, interval, summary)
     return summary
@@ -159,8 +160,18 @@ def _check_recorded(interval: Interval, recorded: dict[str, tuple[int, str]], fi
             f"(records deleted by retention or compaction, or a topic recreated): {', '.join(differ)}")
 
 
+def check_piece_seconds(cfg: EtlConfig, interval: Interval) -> None:
+    """A run is read again with the piece length it was read with: a line stamped outside its
+    piece keeps its window only so, and its batches are in the ledger by window."""
+    earlier = (read_summary(cfg, interval, "ingest") or {}).get("piece_seconds")
+    if earlier is not None and earlier != cfg.piece_seconds:
+        raise ConfigError(
+            f"run {interval.run_key} was ingested with piece_seconds = {earlier}, not {cfg.piece_seconds}: rerun it with "
+            f"--set piece_seconds={earlier} (or, if it has not loaded, etl discard it first)")
+
+
 def ingest_summary(interval: Interval, files: int, skipped, n_lines: int, n_blank: int, reasons: Counter,
-                   ranges: int = 0, kafka_lost: int = 0) -> dict:
+                   ranges: int = 0, kafka_lost: int = 0, piece_seconds: int | None = None) -> dict:
     """``reasons``: rejected lines per (reason, field), the field ``None`` for a reason about the
     whole line."""
     n_rejected = sum(reasons.values())
@@ -183,6 +194,7 @@ def ingest_summary(interval: Interval, files: int, skipped, n_lines: int, n_blan
         "rejected": n_rejected,
         "rejected_by_reason": dict(sorted(by_reason.items())),
         "rejected_by_field": by_field,  # reason -> field of the line -> lines
+        **({"piece_seconds": piece_seconds} if piece_seconds is not None else {}),
     }
 
 
@@ -228,7 +240,7 @@ def run_ingest_summary(spark, cfg: EtlConfig, interval: Interval, skipped, kafka
     reasons = Counter({(r[0], r[1]): r[2]
                        for r in read(spark, cfg, "rejected_updates").where(run).groupBy("reason", "reason_detail").count().collect()})
     return ingest_summary(interval, int(files[0]), skipped, int(files[2] or 0), int(files[3] or 0), reasons,
-                          ranges=int(files[1]), kafka_lost=kafka_lost)
+                          ranges=int(files[1]), kafka_lost=kafka_lost, piece_seconds=cfg.piece_seconds)
 
 
 def late_lines(spark, cfg: EtlConfig, interval: Interval, move_to=None) -> dict:

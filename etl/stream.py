@@ -151,7 +151,7 @@ class Stream:
             runs = run_intervals(known)
             raise OverlappingRunError(stream_overlap_advice(self.cfg.schedule, interval, [runs[k] for k in others], list(runs.values())))
         state = {"run_key": interval.run_key, "ingested_through": interval.start.isoformat(), "skipped": [],
-                 "batches": [], "skipped_batches": 0, "recovered_batches": 0}
+                 "batches": [], "skipped_batches": 0, "recovered_batches": 0, "piece_seconds": self.cfg.piece_seconds}
         write_json(path, state)
         return state
 
@@ -171,10 +171,11 @@ class Stream:
             return True
         mbs, piece_s = self.cfg.micro_batch_seconds, self.cfg.piece_seconds
         through = datetime.fromisoformat(state["ingested_through"])
-        if through < interval.end and misaligned(through, piece_s):
+        started_with = state.get("piece_seconds", 60)
+        if through < interval.end and (started_with != piece_s or misaligned(through, piece_s)):
             raise ConfigError(
-                f"run {interval.run_key} was read up to {through:%H:%M:%S} with another piece_seconds than {piece_s}: "
-                f"finish it with the setting it was started with, then change it")
+                f"run {interval.run_key} was read up to {through:%H:%M:%S} with piece_seconds = {started_with}, not "
+                f"{piece_s}: finish it with --set piece_seconds={started_with}, then change the setting")
         # What the run's load did so far, kept with its state: a restart's summary counts it all.
         result = LoadResult(interval.run_key, self.loader.spec.name, [BatchResult(**b) for b in state["batches"]],
                             state["skipped_batches"], state["recovered_batches"])

@@ -86,7 +86,7 @@ class Loader:
         # this loader last released the lock with such a tail: kept only while no one wrote key_map.
         self.tail = LoggedTail()
         self._key_map_version: int | None = None
-        self._strategy_tables = TailReads(self.tables, self.tail, lambda: self.segment_of)
+        self._strategy_tables = TailReads(self.tables, self.tail)
         # A fact's dimensions, which its batches' keys are looked up in (and inferred members
         # committed to) before its own join.
         self.references = References(spark, cfg, Loader) if cfg.entity_model.is_fact else None
@@ -180,31 +180,26 @@ class Loader:
                                     clock_skew=r.get("clock_skew") or 0) for r in pending]
         return results
 
-    def _unapplied(self, chunk: int = 64) -> list[dict]:
+    def _unapplied(self) -> list[dict]:
         """The logged batches not applied yet, oldest first. Batches are applied in order, ``key_map``
-        last, and each applied batch leaves its ``batch_seq`` on the ``key_map`` rows of its keys
-        unless a later applied batch changed them since: so, walking back from the last logged
-        batch that holds updates, the first one found on a ``key_map`` row is applied, and every
-        batch before it too. One probe per unapplied batch plus one; data skipping reads only the
-        files that can hold such a row."""
-        pending: list[dict] = []
-        below = None
-        while True:
-            rows = self.ledger.table().where((F.col("batch_seq") > 0) & (F.col("updates_in") > 0))
-            if below is not None:
-                rows = rows.where(F.col("batch_seq") < below)
-            rows = [r.asDict() for r in rows.orderBy(F.col("batch_seq").desc()).limit(chunk).collect()]
-            for r in rows:
-                if self._marked("key_map", r["batch_seq"]) and not (
-                        below is None and r is rows[0] and (r["matched"] or 0) + (r["new"] or 0)
-                        and not self._marked(self.cfg.entity_model.table, r["batch_seq"])):
-                    return pending[::-1]
-                # (the last batch marked in key_map but not in the entity table it changed: a
-                # version before 2026-11-27, which merged key_map first, was cut short between)
-                pending.append(r)
-            if len(rows) < chunk:
-                return pending[::-1]
-            below = rows[-1]["batch_seq"]
+        last, and every applied batch marks the ``key_map`` rows of its keys with its ``batch_seq``
+        (a later applied batch marks them with its own): so the batches applied are those up to
+        the highest ``batch_seq`` on ``key_map``, and the rest are not. The last logged batch is
+        probed first (data skipping reads only the files that can hold its mark): applied, the
+        common case, that is all; otherwise one aggregate of ``key_map`` says where applying stopped."""
+        logged = self.ledger.table().where((F.col("batch_seq") > 0) & (F.col("updates_in") > 0))
+        last = logged.orderBy(F.col("batch_seq").desc()).limit(1).collect()
+        if not last:
+            return []
+        last = last[0].asDict()
+        if self._marked("key_map", last["batch_seq"]):
+            if (last["matched"] or 0) + (last["new"] or 0) and not self._marked(self.cfg.entity_model.table, last["batch_seq"]):
+                # A version before 2026-11-27 merged key_map first and was cut short before the
+                # entity table's MERGE of its last batch, the only one it could leave unapplied.
+                return [last]
+            return []
+        applied_through = self.tables.read("key_map").agg(F.max("updated_batch_seq")).first()[0] or 0
+        return [r.asDict() for r in logged.where(F.col("batch_seq") > applied_through).orderBy("batch_seq").collect()]
 
     def _marked(self, table: str, batch_seq: int) -> bool:
         return bool(self.tables.read(table).where(F.col("updated_batch_seq") == batch_seq).limit(1).count())

@@ -18,7 +18,7 @@ from functools import reduce
 
 from pyspark.sql import DataFrame
 
-from etl.transforms.outcomes import key_map_changes, key_map_on_read
+from etl.transforms.outcomes import combine_changes, key_map_on_read
 
 
 @dataclass
@@ -41,10 +41,16 @@ class LoggedTail:
         return bool(self.batches)
 
     def add(self, logged: Logged) -> None:
+        """A logged batch joins the tail; the tail's changes are combined with its (one small
+        aggregate of the two, held), not aggregated again from every batch's outcomes."""
+        previous = self._changes
         self.batches.append(logged)
-        if self._changes is not None:
-            self._changes.unpersist()
-        self._changes = None
+        if previous is None:
+            self._changes = logged.changes
+            return
+        self._changes = combine_changes(previous, logged.changes).localCheckpoint(eager=True)
+        if previous is not self.batches[0].changes:
+            previous.unpersist()
 
     def age_s(self, now: float | None = None) -> float:
         return ((now or time.time()) - self.batches[0].logged_at) if self.batches else 0.0
@@ -52,13 +58,8 @@ class LoggedTail:
     def outcomes(self) -> DataFrame:
         return reduce(lambda a, b: a.unionByName(b), [b.decided for b in self.batches])
 
-    def changes(self, segment_of) -> DataFrame | None:
+    def changes(self) -> DataFrame | None:
         """The tail's ``key_map`` changes, one row per key (the latest batch's values), held."""
-        if not self.batches:
-            return None
-        if self._changes is None:
-            one = self.batches[0].changes if len(self.batches) == 1 else key_map_changes(self.outcomes(), segment_of)
-            self._changes = one.localCheckpoint(eager=True)
         return self._changes
 
     def segments(self) -> list[int] | None:
@@ -77,11 +78,11 @@ class LoggedTail:
 
     def clear(self) -> None:
         """Forget the tail (applied, or to be applied from the log by recovery)."""
+        if self._changes is not None:
+            self._changes.unpersist()
         for b in self.batches:
             b.decided.unpersist()
             b.changes.unpersist()
-        if self._changes is not None:
-            self._changes.unpersist()
         self.batches, self._changes = [], None
 
 
@@ -89,16 +90,15 @@ class TailReads:
     """The loader's table handle as its strategy sees it: ``key_map`` with the tail merged over it
     on read; everything else the handle's own."""
 
-    def __init__(self, tables, tail: LoggedTail, segment_of) -> None:
+    def __init__(self, tables, tail: LoggedTail) -> None:
         self._tables = tables
         self._tail = tail
-        self._segment_of = segment_of
 
     def read(self, name: str) -> DataFrame:
         df = self._tables.read(name)
         if name != "key_map" or not self._tail:
             return df
-        return key_map_on_read(df, self._tail.changes(self._segment_of()))
+        return key_map_on_read(df, self._tail.changes())
 
     def __getattr__(self, name: str):
         return getattr(self._tables, name)

@@ -36,6 +36,10 @@ def history_changes(outcomes: DataFrame, open_versions: DataFrame, entity: Entit
         F.col("batch_seq").alias("updated_batch_seq"),
     )
     updates = applied.join(_open_of(applied, open_versions, entity), "surrogate_key", "left")
+    # Updates at or below the open version's sequence are applied already: logged batches applied
+    # together again after part of them was (a MERGE of the group committed, the other cut short)
+    # must add only what is not there, as one batch applied twice adds nothing.
+    updates = updates.where(F.col("_open_seq").isNull() | (F.col("source_seq") > F.col("_open_seq")))
     if not entity.type1:
         versions = _versions(updates)
         return versions.unionByName(_closes(versions), allowMissingColumns=True)
@@ -54,9 +58,8 @@ def _open_of(applied: DataFrame, open_versions: DataFrame, entity: Entity) -> Da
     opened = open_versions.join(keys, "surrogate_key", "left_semi")
     if entity.inferred:
         opened = opened.where(~F.col("is_inferred"))
-    type1 = [F.col("source_seq").alias("_open_seq"), F.col("row_hash").alias("_open_hash"),
-             F.struct(*entity.type1).alias("_open_type1")] if entity.type1 else []
-    return opened.select("surrogate_key", F.col("valid_from").alias("_open_from"), *type1)
+    type1 = [F.col("row_hash").alias("_open_hash"), F.struct(*entity.type1).alias("_open_type1")] if entity.type1 else []
+    return opened.select("surrogate_key", F.col("valid_from").alias("_open_from"), F.col("source_seq").alias("_open_seq"), *type1)
 
 
 def _versions(made: DataFrame) -> DataFrame:
@@ -76,9 +79,10 @@ def _versions(made: DataFrame) -> DataFrame:
 
 
 def _closes(versions: DataFrame) -> DataFrame:
-    """One row per key: its open version closes where the batch's first version starts."""
+    """One row per key: its open version closes where the batch's first version starts (marked
+    with the latest batch of those applied together: the MERGE's guard)."""
     return versions.groupBy("surrogate_key").agg(
-        F.min("valid_from").alias("valid_from"), F.first("updated_batch_seq").alias("updated_batch_seq")
+        F.min("valid_from").alias("valid_from"), F.max("updated_batch_seq").alias("updated_batch_seq")
     ).withColumn("_kind", F.lit(CLOSE))
 
 
@@ -89,11 +93,11 @@ def _type1_decisions(updates: DataFrame, type1: tuple[str, ...]) -> DataFrame:
     last applied update's that is no delete (a delete says the member is gone, not that its e-mail
     changed), else the open version's, else the first line's.
 
-    Updates at or below the open version's sequence are a replay's, the batch's MERGE committed
-    already: they decided when first applied, and judged again against the batch's own last
-    version they would make versions that never were. On a first apply every applied update is
-    above it (its sequence is above ``key_map``'s, which is at least the open version's)."""
-    updates = updates.where(F.col("_open_seq").isNull() | (F.col("source_seq") > F.col("_open_seq")))
+    Updates at or below the open version's sequence (left out before, in ``history_changes``) are
+    a replay's, the batch's MERGE committed already: they decided when first applied, and judged
+    again against the batch's own last version they would make versions that never were. On a
+    first apply every applied update is above it (its sequence is above ``key_map``'s, which is at
+    least the open version's)."""
     by_seq = Window.partitionBy("surrogate_key").orderBy("source_seq")
     by_key = Window.partitionBy("surrogate_key")
     digest = F.substring("row_hash", 1, VERSION_HASH_CHARS)
@@ -109,7 +113,7 @@ def _type1_closes(updates: DataFrame, versions: DataFrame, type1: tuple[str, ...
     whether the batch made a version (``_closes``), whose first start closes the open one."""
     starts = versions.groupBy("surrogate_key").agg(F.min("valid_from").alias("valid_from"))
     return updates.groupBy("surrogate_key").agg(
-        F.first("updated_batch_seq").alias("updated_batch_seq"), F.first("_type1").alias("_type1"),
+        F.max("updated_batch_seq").alias("updated_batch_seq"), F.first("_type1").alias("_type1"),
         F.max(F.col("_makes_version").cast("int")).cast("boolean").alias("_closes"),
     ).join(starts, "surrogate_key", "left").select(
         "surrogate_key", "valid_from", "updated_batch_seq", "_closes", *[F.col(f"_type1.{c}").alias(c) for c in type1],

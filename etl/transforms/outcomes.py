@@ -127,6 +127,24 @@ def key_map_changes(outcomes: DataFrame, segment_of) -> DataFrame:
     return agg.withColumn("segment_id", segment_of(F.col("source_id"), F.col("natural_key")))
 
 
+def combine_changes(earlier: DataFrame, later: DataFrame) -> DataFrame:
+    """The ``key_map`` changes of earlier logged batches and of a later one, as one change per key:
+    what ``key_map_changes`` of all their outcomes gives, from the changes alone (a tail grown by
+    one batch is not aggregated again from all its outcomes)."""
+    latest_hash = F.when(F.col("applied_row_hash").isNotNull(), F.struct("batch_seq", "applied_row_hash"))
+    return earlier.unionByName(later).groupBy(*KEY).agg(
+        F.first("surrogate_key").alias("surrogate_key"),
+        F.max(latest_hash)["applied_row_hash"].alias("applied_row_hash"),
+        F.max("max_source_seq").alias("max_source_seq"),
+        F.min("new_arrival_ts").alias("new_arrival_ts"),
+        F.max("last_arrival_ts").alias("last_arrival_ts"),
+        F.max("is_new").alias("is_new"),
+        F.max("batch_seq").alias("batch_seq"),
+        F.min("created_batch_seq").alias("created_batch_seq"),
+        F.first("segment_id").alias("segment_id"),
+    )
+
+
 def key_map_on_read(key_map: DataFrame, changes: DataFrame) -> DataFrame:
     """``key_map`` as the MERGE of ``changes`` (``key_map_changes`` of logged batches not applied
     yet) will leave it, read without writing it (merge-on-read): a known key advances as

@@ -64,3 +64,20 @@ def test_the_report_counts_facts_naming_deleted_members_and_says_a_strict_gate_f
         "  facts referencing deleted members  customer_sk=3 (the run's live facts whose member was deleted at their "
         "event time, flagged <reference>__deleted; a warning unless strict_deleted_references)")]
     assert "  validation          passed, 1 warning" in lines
+
+
+def test_a_run_is_read_again_only_with_the_piece_length_it_was_ingested_with(cfg):
+    """A line stamped outside its landing file's piece keeps its window only under the same
+    ``piece_seconds``, and the ledger knows the run's batches by window: a rerun or a backfill
+    under another piece length is refused, naming the one to use (issue 46)."""
+    import pytest
+
+    from etl.core.errors import ConfigError
+
+    jobs.check_piece_seconds(cfg, RUN)  # never ingested
+    jobs.write_summary(cfg, RUN, "ingest", {"lines": 4})  # ingested by a version that did not record it
+    jobs.check_piece_seconds(cfg.replace(piece_seconds=5), RUN)
+    jobs.write_summary(cfg, RUN, "ingest", {"lines": 4, "piece_seconds": 60})
+    jobs.check_piece_seconds(cfg, RUN)
+    with pytest.raises(ConfigError, match=r"ingested with piece_seconds = 60, not 5: rerun it with --set piece_seconds=60"):
+        jobs.check_piece_seconds(cfg.replace(piece_seconds=5), RUN)

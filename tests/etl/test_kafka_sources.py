@@ -342,7 +342,8 @@ def test_a_broker_that_goes_away_is_retry_later_and_nothing_is_lost_or_doubled(s
     model.write_text(ACCOUNTS_MODEL.read_text().replace('"bank.', '"bank2.'))
     MAIN, EU = "bank2.accounts", "bank2.accounts.eu"
     cfg = cfg.replace(model_file=str(model), entity="account", landing_root=str(tmp_path / "none"), schedule="*/4 * * * *",
-                      kafka_bootstrap_servers=broker.bootstrap, kafka_properties_file=str(props), micro_batch_seconds=60)
+                      kafka_bootstrap_servers=broker.bootstrap, kafka_properties_file=str(props), micro_batch_seconds=30,
+                      piece_seconds=10)
     create_topics(spark, broker.bootstrap, [MAIN, EU], partitions=1)
     stamps = [I3.start + timedelta(seconds=30), I3.start + timedelta(seconds=150), I4.start + timedelta(seconds=30),
               I4.start + timedelta(seconds=40)]
@@ -359,9 +360,10 @@ def test_a_broker_that_goes_away_is_retry_later_and_nothing_is_lost_or_doubled(s
     assert exit_code_of(down.value)[0] == EXIT_LOCKED
 
     # `etl stream` with the broker down: it says so and waits; the broker comes back; it loads I3
-    # in three pieces as its minutes close.
+    # in three pieces as they close: ranges of 10-second pieces (setting piece_seconds), read when
+    # a 30-second window ends (the clock's readings make the first piece half a minute).
     said = []
-    clock = iter([I3.start + timedelta(seconds=70), I3.start + timedelta(seconds=190)])
+    clock = iter([I3.start + timedelta(seconds=40), I3.start + timedelta(seconds=190)])
 
     def pause(seconds):
         if said and "retrying" in said[-1]:
@@ -369,7 +371,9 @@ def test_a_broker_that_goes_away_is_retry_later_and_nothing_is_lost_or_doubled(s
     Stream(spark, cfg, clock=lambda: next(clock, I3.end + timedelta(minutes=1)), sleep=pause,
            progress=said.append).run(start=I3.start, until=I3.end)
     assert any("Kafka at" in m and "retrying" in m for m in said), said
-    assert sum("ingested" in m for m in said) == 3, said
+    spans = [m.split(": ", 1)[1].split(" ingested")[0] for m in said if "ingested" in m]
+    t = [f"{I3.start + timedelta(seconds=s):%H:%M:%S}" for s in (0, 30, 180, 240)]
+    assert spans == [f"{t[0]}-{t[1]}", f"{t[1]}-{t[2]}", f"{t[2]}-{t[3]}"], said
     assert accounts(spark, cfg) == {10: "0.25", 11: "1.25"}
 
     # The run the stream ingested piece by piece, ingested again whole (`etl run` of the interval,

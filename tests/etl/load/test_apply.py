@@ -91,7 +91,7 @@ def test_logged_batches_merged_on_read_are_key_map_after_their_merges(spark, cfg
     while they are unapplied) equals key_map after one MERGE of both (the coalesced apply), which
     equals key_map after each batch's own MERGE; a key new in the first batch keeps that batch as
     its ``created_batch_seq``; a filter on the segment gives the same rows on both sides."""
-    from etl.transforms.outcomes import key_map_changes, key_map_on_read
+    from etl.transforms.outcomes import combine_changes, key_map_changes, key_map_on_read
 
     cfg, together = handle(spark, cfg, store)
     apart_cfg, apart = handle(spark, cfg.replace(warehouse_root=str(tmp_path / "apart")), store)
@@ -107,6 +107,9 @@ def test_logged_batches_merged_on_read_are_key_map_after_their_merges(spark, cfg
         return F.when(key.isin("1", "3"), F.lit(0)).otherwise(F.lit(1))
 
     both = key_map_changes(spark.createDataFrame(second + third, OUTCOMES), segment_of)
+    # A tail grown batch by batch: the two batches' changes combined are the changes of both.
+    combined = combine_changes(*(key_map_changes(spark.createDataFrame(b, OUTCOMES), segment_of) for b in (second, third)))
+    assert_df_equality(combined, both, ignore_row_order=True, ignore_nullable=True, ignore_column_order=True)
     on_read = key_map_on_read(read(spark, cfg, "key_map"), both).localCheckpoint()
     together.merge_key_map(both)
     for batch in (second, third):
@@ -240,6 +243,35 @@ def test_merge_history_closes_the_open_version_inserts_the_batch_s_and_ignores_a
        "valid_to timestamp, is_current boolean, updated_batch_seq long")
     assert_df_equality(got, want, ignore_row_order=True, ignore_nullable=True)
     validity = history_validity(read(spark, cfg, "account_history")).orderBy("surrogate_key").collect()
+    assert [(r.open_versions, r.last_open, r.overlaps, r.gaps, r.inverted) for r in validity] == [(1, 1, 0, 0, 0)] * 2
+
+
+def test_logged_batches_applied_together_after_part_of_them_was_add_only_the_rest(spark, cfg, tmp_path, store):
+    """Issue 46: logged batches are applied together, and a group whose first batches a MERGE of
+    the history has applied already (a recovery cut short between its two MERGEs) is applied
+    again whole: only what is not there is added, and the history is that of each batch applied
+    once, in order (no version closed at its own start, none left open beside a newer one)."""
+    model = tmp_path / "model.toml"
+    model.write_text(HISTORY_MODEL)
+    history = cfg.replace(model_file=str(model))
+    cfg, tables = handle(spark, history.replace(warehouse_root=str(tmp_path / "together")), store)
+    apart_cfg, apart_tables = handle(spark, history.replace(warehouse_root=str(tmp_path / "apart")), store)
+    together, apart = history_applier(spark, cfg, tables), history_applier(spark, apart_cfg, apart_tables)
+    b1 = [("u1", 1, "crm", "1", 1, "A", "upsert", "h1", 10, T1, T1, True, 1)]
+    b2 = [("u2", 1, "crm", "1", 1, "B", "upsert", "h2", 11, T2, T2, True, 2),
+          ("u3", 2, "crm", "2", 2, "X", "upsert", "h3", 1, T2, T2, True, 2)]
+    b3 = [("u4", 1, "crm", "1", 1, "C", "upsert", "h4", 12, T3, T3, True, 3),
+          ("u5", 2, "crm", "2", 2, None, "delete", "h5", 2, T3, T3, True, 3)]
+    for batch in (b1, b2, b3):
+        apart(batch)
+    together(b1)
+    together(b1 + b2)  # b1 applied, b2 not: the group again
+    together(b1 + b2 + b3)
+    together(b1 + b2 + b3)  # and once more, all applied
+    want = read(spark, apart_cfg, "account_history")
+    assert want.count() == 5
+    assert_df_equality(read(spark, cfg, "account_history"), want, ignore_row_order=True, ignore_nullable=True)
+    validity = history_validity(read(spark, cfg, "account_history")).collect()
     assert [(r.open_versions, r.last_open, r.overlaps, r.gaps, r.inverted) for r in validity] == [(1, 1, 0, 0, 0)] * 2
 
 

@@ -18,7 +18,7 @@ from etl.generator import StreamSpec, generate_stream
 from etl.io.spark import sql_settings
 from etl.io.tables import read
 from etl.load.loader import Loader, OverlappingRunError
-from tests.helpers import deterministic_tables, good, land
+from tests.helpers import copy_of, deterministic_tables, good, land
 from warehouse.schemas import DETERMINISTIC_TABLES, TABLES
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
@@ -242,44 +242,49 @@ def _killed_at(monkeypatch, point: str) -> None:
 
 
 @pytest.mark.memory_tables
-@pytest.mark.parametrize("point, recovered", [("load.logged:3", 3), ("load.current_merged", 6), ("load.key_map_merged", 0)])
-def test_batches_logged_ahead_of_their_merges_are_applied_together_and_recovered_from_the_log(spark, cfg, tmp_path, monkeypatch,
-                                                                                               point, recovered):
+def test_batches_logged_ahead_of_their_merges_are_applied_together_and_recovered_from_the_log(spark, cfg, tmp_path,
+                                                                                               monkeypatch):
     """``apply_interval_seconds``: a run's batches are logged one by one and applied together at
     its end, one MERGE per table, the join reading key_map with the logged tail merged over it
-    meanwhile. Cut short with batches logged and not applied (after the third write-ahead commit,
-    or between the two MERGEs of the run's end: key_map's is the last), the next load applies
-    every logged batch from the log and goes on; the tables are those of batches applied one by
-    one, and no batch is decided twice."""
+    meanwhile. The second of two runs cut short with batches logged and not applied (after its
+    second write-ahead commit, or between the two MERGEs of its end: key_map's is the last), the
+    next load applies exactly the batches logged after the last applied one, from the log, and
+    goes on; the tables are those of batches applied one by one, and no batch is decided twice.
+    Each case starts from a copy of one ingested warehouse."""
     from etl.io.tables import open_tables
 
-    cfg = cfg.replace(micro_batch_seconds=20, apply_interval_seconds=3600)  # six batches
-    stream(cfg, key_domain=60)  # keys recur across batches: the tail answers for them
-    one_by_one = cfg.replace(warehouse_root=str(tmp_path / "one-by-one"), runs_root=str(tmp_path / "obo-runs"),
-                             apply_interval_seconds=0)
-    ahead = cfg.replace(warehouse_root=str(tmp_path / "ahead"), runs_root=str(tmp_path / "ahead-runs"))
-    for c in (cfg, one_by_one, ahead):
-        jobs.ingest(spark, c, RUN)
-    jobs.load(spark, one_by_one, RUN)
+    first, second = Interval(T0, T0 + timedelta(minutes=1)), Interval(T0 + timedelta(minutes=1), T0 + timedelta(minutes=2))
+    cfg = cfg.replace(micro_batch_seconds=20, apply_interval_seconds=3600)  # three batches a run
+    stream(cfg, key_domain=60)  # keys recur across batches and runs: the tail answers for them
+    for run in (first, second):
+        jobs.ingest(spark, cfg, run)
+    one_by_one = copy_of(cfg, tmp_path, "one-by-one").replace(apply_interval_seconds=0)
+    for run in (first, second):
+        jobs.load(spark, one_by_one, run)
+    want = deterministic_tables(spark, one_by_one)
 
+    ahead = copy_of(cfg, tmp_path, "ahead")
+    jobs.load(spark, ahead, first)
     tables = open_tables(spark, ahead)
     versions = {name: tables.version(name) for name in ("key_map", "customer_current", "batch_ledger")}
-    summary = jobs.load(spark, ahead, RUN)
-    assert summary["batches_committed"] == 6 and summary["keys_allocated"] > 0
-    # six write-ahead commits, one MERGE per table
+    summary = jobs.load(spark, ahead, second)
+    assert summary["batches_committed"] == 3 and summary["keys_allocated"] > 0
+    # three write-ahead commits, one MERGE per table
     assert {name: tables.version(name) - v for name, v in versions.items()} == {"key_map": 1, "customer_current": 1,
-                                                                                 "batch_ledger": 6}
-    assert deterministic_tables(spark, ahead) == deterministic_tables(spark, one_by_one)
+                                                                                 "batch_ledger": 3}
+    assert deterministic_tables(spark, ahead) == want
 
-    _killed_at(monkeypatch, point)
-    with pytest.raises(RuntimeError, match="killed"):
-        jobs.load(spark, cfg, RUN)
-    monkeypatch.undo()
-    result = jobs.load(spark, cfg, RUN)
-    assert result["batches_recovered"] == recovered
-    assert deterministic_tables(spark, cfg) == deterministic_tables(spark, one_by_one)
-    decided = read(spark, cfg, "outcome_log").groupBy("update_id").count()
-    assert decided.where("count > 1").count() == 0
+    jobs.load(spark, cfg, first)  # applied: the cases below must not apply it again
+    for point, recovered in (("load.logged:2", 2), ("load.current_merged", 3), ("load.key_map_merged", 0)):
+        killed = copy_of(cfg, tmp_path, point.replace(":", "-"))
+        _killed_at(monkeypatch, point)
+        with pytest.raises(RuntimeError, match="killed"):
+            jobs.load(spark, killed, second)
+        monkeypatch.undo()
+        assert jobs.load(spark, killed, second)["batches_recovered"] == recovered, point
+        assert deterministic_tables(spark, killed) == want, point
+        decided = read(spark, killed, "outcome_log").groupBy("update_id").count()
+        assert decided.where("count > 1").count() == 0, point
 
 
 @pytest.mark.memory_tables

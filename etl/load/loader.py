@@ -17,7 +17,8 @@ releases nothing is recorded in the ledger with ``batch_seq`` 0, ``NO_BATCH``):
 batch is decided again from the same state) or logged batches that ``recover`` applies, from the
 log, before anything else runs. Batches are applied in order and ``key_map`` last, so a batch whose
 ``batch_seq`` some ``key_map`` row holds is applied, and so is every batch before it: recovery
-walks back from the last logged batch to the first it finds so marked.
+probes the last logged batch, and when it is unapplied applies every batch above the highest
+``batch_seq`` on ``key_map``.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def _open_of(applied: DataFrame, open_versions: DataFrame, entity: Entity) -> Da
     keys = F.broadcast(applied.select("surrogate_key").distinct())
     opened = open_versions.join(keys, "surrogate_key", "left_semi")
     if entity.inferred:
-        opened = opened.where(~F.col("is_inferred"))
+        opened = opened.where(~F.coalesce(F.col("is_inferred"), F.lit(False)))  # null: a row from before the column
     type1 = [F.col("row_hash").alias("_open_hash"), F.struct(*entity.type1).alias("_open_type1")] if entity.type1 else []
     return opened.select("surrogate_key", F.col("valid_from").alias("_open_from"), F.col("source_seq").alias("_open_seq"), *type1)
 

@@ -299,7 +299,7 @@ class Loader:
             if progress:
                 progress(f"batch {n}/{len(todo)} (index {index}) committed")
         if not final:
-            if self.tail and self.tail.age_s() >= self.cfg.apply_interval_seconds:
+            if self._tail_due():
                 self.apply_tail()
             self._open_run = (interval.run_key, self.ledger.state()[0])
             self._key_map_version = self.tables.version("key_map") if self.tail else None
@@ -373,17 +373,19 @@ class Loader:
                 # The join's state answers for the batch from now on; the MERGEs come later.
                 changes = key_map_changes(decided, self.segment_of).localCheckpoint(eager=True)
                 self.strategy.keys_committed(changes, summary["new_keys"])
-                self.tail.add(Logged(batch_seq, decided, changes, summary["segments"], summary["new_keys"], summary["n"],
-                                     logged_at=logged))
+                self.tail.add(Logged(decided, changes, summary["segments"], summary["new_keys"], logged_at=logged))
                 deferred = True
         finally:
             if not deferred:
                 decided.unpersist()
         result = step.result()
         result.applied_s = None if deferred else time.time() - logged  # applied later, with others
-        if deferred and self.tail.age_s() >= self.cfg.apply_interval_seconds:
+        if deferred and self._tail_due():
             self.apply_tail()
         return result
+
+    def _tail_due(self) -> bool:
+        return bool(self.tail) and self.tail.age_s() >= self.cfg.apply_interval_seconds
 
     def apply_tail(self) -> None:
         """Apply the logged tail: every logged, unapplied batch of this loader, by one MERGE per
@@ -392,9 +394,8 @@ class Loader:
             return
         if self._lock is not None:
             self._lock.verify()
-        batches = self.tail.batches
         self._apply(self.tail.outcomes(), self.tail.segments(), self.tail.new_keys(), held=True, fold=False,
-                    several_batches=len(batches) > 1)
+                    several_batches=len(self.tail.batches) > 1, changes=self.tail.changes())
         self.tail.clear()
 
     def _log(self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int, decided):
@@ -418,10 +419,11 @@ class Loader:
         return step, logged, summary
 
     def _apply(self, outcomes, segments: list[int] | None = None, new_keys: dict[int, int] | None = None,
-               held: bool = False, fold: bool = True, several_batches: bool = False) -> None:
+               held: bool = False, fold: bool = True, several_batches: bool = False, changes=None) -> None:
         """Apply logged batches (their rows: ``outcomes``; the ``key_map`` segments they touch and
         the keys they insert per segment, when the caller counted them; ``held``: the rows are a
-        local checkpoint; ``fold``: the strategy has not seen them yet): both MERGEs, each
+        local checkpoint; ``fold``: the strategy has not seen them yet; ``changes``: their
+        ``key_map`` changes, when the caller holds them already): both MERGEs, each
         idempotent, the entity table's first and ``key_map``'s last (``key_map`` marks a batch
         applied for ``recover``)."""
         with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
@@ -433,9 +435,12 @@ class Loader:
                 self.tables.merge_current(current_state_rows(outcomes, entity, several_batches), held=held)
             crash_point("load.current_merged")
 
-            changes = key_map_changes(outcomes, self.segment_of).cache()
+            held_changes = changes is not None
+            if not held_changes:
+                changes = key_map_changes(outcomes, self.segment_of).cache()
             self.tables.merge_key_map(changes, segments)
             crash_point("load.key_map_merged")
             if fold:
                 self.strategy.keys_committed(changes, new_keys)
-            changes.unpersist()
+            if not held_changes:
+                changes.unpersist()

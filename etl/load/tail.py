@@ -23,12 +23,10 @@ from etl.transforms.outcomes import combine_changes, key_map_on_read
 
 @dataclass
 class Logged:
-    batch_seq: int
     decided: DataFrame  # the batch's outcomes, held (a local checkpoint)
     changes: DataFrame  # their key_map changes, held
     segments: list[int] | None
     new_keys: dict[int, int] | None
-    updates: int
     logged_at: float = field(default_factory=time.time)
 
 
@@ -52,8 +50,8 @@ class LoggedTail:
         if previous is not self.batches[0].changes:
             previous.unpersist()
 
-    def age_s(self, now: float | None = None) -> float:
-        return ((now or time.time()) - self.batches[0].logged_at) if self.batches else 0.0
+    def age_s(self) -> float:
+        return (time.time() - self.batches[0].logged_at) if self.batches else 0.0
 
     def outcomes(self) -> DataFrame:
         return reduce(lambda a, b: a.unionByName(b), [b.decided for b in self.batches])

@@ -302,7 +302,7 @@ def test_a_batch_the_key_map_first_version_left_between_its_merges_is_applied_ag
     whole = copy_of(cfg, tmp_path, "whole")
     jobs.load(spark, whole, one)
 
-    def key_map_first(self, outcomes, segments=None, new_keys=None, held=False, fold=True, several_batches=False):
+    def key_map_first(self, outcomes, segments=None, new_keys=None, held=False, fold=True, several_batches=False, changes=None):
         self.tables.merge_key_map(key_map_changes(outcomes, self.segment_of), segments)
         raise RuntimeError("killed after the key_map MERGE")
 

@@ -15,7 +15,17 @@ loaded once its pieces close; the MERGEs off the delay path, issue 46); ``schedu
 each run of ``--run-minutes`` after it closes, ingest then load, in the same session (a DAG run
 would add a spark-submit start: this is the scheduled way's best case). Reported per mode:
 per batch Spark jobs, Delta commits and seconds (medians over pieces, per batch), and the
-production delay of every update (its batch's write-ahead commit minus its arrival): avg and p99.
+production delays of every update, avg and p99: *logged* (its batch's write-ahead commit minus
+its arrival) and *visible* (its batch's MERGE into the entity table minus its arrival).
+
+With ``--kafka`` each mode's stream is produced live to a Kafka topic of its own (a local broker
+started here, ``etl.devtools.kafka_broker``), each line when its arrival time comes and stamped
+with it, and ``etl stream`` reads the topic in pieces of ``piece_seconds``; mode
+``baseline:kafka`` is the hand-written baseline of ``benchmarks.handwritten`` on Spark's Kafka
+source (Structured Streaming, default trigger, ``foreachBatch`` MERGEs) on its topic (issue 46):
+
+    .venv/bin/python -m benchmarks.stream_live --kafka --minutes 3 --rate 10 --modes \
+        "baseline:kafka,stream:native:piece_seconds=2:micro_batch_seconds=2:stream_grace_seconds=1:apply_interval_seconds=30"
 
 With ``--work DIR`` holding a warehouse seeded by ``benchmarks.strategies --seed-only --work DIR``
 (20 million keys at ``--size full``), each mode loads a copy of it instead of a fresh seed. The join
@@ -42,10 +52,15 @@ from pathlib import Path
 from pyspark.sql import functions as F
 
 from benchmarks.measures import SEED_RANGE, delta_commits, jobs_started, keymap_segment_bytes, seed_direct, stored_seed
+from benchmarks import handwritten
 from benchmarks.report import partitioned_settings
 from etl import jobs
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
+from etl.core.model import DEFAULT_MODEL_FILE
+from etl.core.spark_conf import kafka_package
+from etl.devtools import kafka_broker
+from etl.io.landing import piece_of
 from etl.generator import StreamSpec, generate_stream
 from etl.io.spark import build_spark_session
 from etl.io.tables import read
@@ -53,33 +68,51 @@ from etl.stream import Stream
 from etl.transforms.delays import production_delay_s
 
 
+def visible_after(cfg: EtlConfig) -> dict[int, float]:
+    """Per batch, the seconds from its write-ahead commit to its entity table's MERGE, as the
+    runs' load summaries say (``BatchResult.visible_s``)."""
+    out = {}
+    for path in cfg.runs_path.glob("*/load.json"):
+        for b in json.loads(path.read_text()).get("batches", []):
+            if b.get("batch_seq") and b.get("visible_s") is not None:
+                out[int(b["batch_seq"])] = float(b["visible_s"])
+    return out
+
+
 def delays(spark, cfg: EtlConfig) -> dict:
-    """Every update's delay: its batch's commit (the ledger's ``committed_at``) minus its arrival,
-    as the run report measures it (``etl.transforms.delays``: an arrival after the commit is clock
-    skew, counted apart and in no delay)."""
+    """Every update's delays, as the run report measures them (``etl.transforms.delays``: an arrival
+    after the commit is clock skew, counted apart and in no delay): *logged*, its batch's
+    write-ahead commit (the ledger's ``committed_at``) minus its arrival, and *visible*, its
+    batch's entity-table MERGE minus its arrival (over the updates whose batch has that time)."""
     ledger = read(spark, cfg, "batch_ledger").where("strategy != 'seed'").select("batch_seq", "committed_at")
-    d = (read(spark, cfg, "outcome_log").join(ledger, "batch_seq")
-         .select(production_delay_s(F.col("committed_at"), F.col("arrival_ts")).alias("s")))
-    row = d.agg(F.avg("s"), F.percentile_approx("s", 0.99, 10000), F.count("s"), F.count("*")).first()
+    after = visible_after(cfg)
+    shift = spark.createDataFrame(list(after.items()) or [(0, 0.0)], "batch_seq long, visible_s double")
+    d = (read(spark, cfg, "outcome_log").join(ledger, "batch_seq").join(F.broadcast(shift), "batch_seq", "left")
+         .select(production_delay_s(F.col("committed_at"), F.col("arrival_ts")).alias("s"), "visible_s"))
+    d = d.withColumn("v", F.col("s") + F.col("visible_s"))
+    row = d.agg(F.avg("s"), F.percentile_approx("s", 0.99, 10000), F.count("s"), F.count("*"),
+                F.avg("v"), F.percentile_approx("v", 0.99, 10000), F.count("v")).first()
     return {"updates": int(row[2]), "delay_avg_s": row[0] or 0.0, "delay_p99_s": row[1] or 0.0,
-            "clock_skew": int(row[3]) - int(row[2])}
+            "clock_skew": int(row[3]) - int(row[2]),
+            "visible_delay_avg_s": row[4], "visible_delay_p99_s": row[5], "visible_updates": int(row[6])}
 
 
-def unloaded(spark, cfg: EtlConfig, landing: Path, stopped_at: datetime) -> dict:
+def unloaded(spark, cfg: EtlConfig, landing: Path | None, stopped_at: datetime) -> dict:
     """The offered updates without an outcome when a mode was stopped at its deadline: ingested and
-    waiting, or in landing files not ingested yet. Each has waited at least from its arrival to the
+    waiting, or in landing files not ingested yet (``landing``; on Kafka, those ingested only). Each has waited at least from its arrival to the
     stop (malformed lines of files not ingested are counted too: a few in a hundred)."""
     waiting = (read(spark, cfg, "ingested_updates")
                .join(read(spark, cfg, "outcome_log").select("update_id"), "update_id", "left_anti").select("arrival_ts"))
     landed = {r.file_name for r in read(spark, cfg, "landed_files").select("file_name").collect()}
-    rest = [str(p) for p in sorted(landing.rglob("*.jsonl")) if str(p.relative_to(landing)) not in landed]
+    rest = [] if landing is None else [str(p) for p in sorted(landing.rglob("*.jsonl")) if str(p.relative_to(landing)) not in landed]
     if rest:
         waiting = waiting.unionByName(spark.read.schema("arrival_ts timestamp").json(rest).where("arrival_ts IS NOT NULL"))
     row = waiting.agg(F.count("*"), F.sum(F.unix_micros(F.lit(stopped_at)) - F.unix_micros("arrival_ts"))).first()
     return {"updates": int(row[0]), "waited_s": (row[1] or 0) / 1e6}
 
 
-MODE_SETTINGS = {"piece_seconds": int, "apply_interval_seconds": float}
+MODE_SETTINGS = {"piece_seconds": int, "apply_interval_seconds": float, "micro_batch_seconds": int,
+                 "stream_grace_seconds": float}
 
 
 def mode_settings(settings: list[str]) -> dict:
@@ -93,8 +126,104 @@ def mode_settings(settings: list[str]) -> dict:
     return out
 
 
+def kafka_model(path: Path, topic: str) -> Path:
+    """The default customer model with its source ``crm`` read from ``topic`` (JSON lines)."""
+    path.write_text(DEFAULT_MODEL_FILE.read_text() + f'\n[entities.customer.inputs.crm]\nformat = "lines"\ntopics = ["{topic}"]\n')
+    return path
+
+
+class LiveProducer(threading.Thread):
+    """A producer sending each line of a generated stream to ``topic`` when its arrival time comes,
+    stamped with it (the record's timestamp is its arrival: docs/sources.md)."""
+
+    def __init__(self, spark, bootstrap: str, topic: str, landing: Path) -> None:
+        super().__init__(daemon=True)
+        self.spark, self.bootstrap, self.topic = spark, bootstrap, topic
+        self.lines = []
+        for f in sorted(landing.rglob("*.jsonl")):
+            piece = piece_of(f.name)  # a malformed line has no arrival of its own: its file's
+            for line in f.read_text().splitlines():
+                if line.strip():
+                    self.lines.append((_arrival(line, piece.timestamp() + 0.5), line))
+        self.lines.sort(key=lambda x: x[0])
+        self.sent = 0
+
+    def run(self) -> None:
+        jvm = self.spark.sparkContext._jvm
+        ser = "org.apache.kafka.common.serialization.ByteArraySerializer"
+        props = jvm.java.util.Properties()
+        for k, v in {"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": "0",
+                     "key.serializer": ser, "value.serializer": ser}.items():
+            props.put(k, v)
+        producer = jvm.org.apache.kafka.clients.producer.KafkaProducer(props)
+        try:
+            while self.sent < len(self.lines):
+                now = time.time()
+                while self.sent < len(self.lines) and self.lines[self.sent][0] <= now:
+                    at, line = self.lines[self.sent]
+                    producer.send(jvm.org.apache.kafka.clients.producer.ProducerRecord(
+                        self.topic, None, jvm.java.lang.Long(int(at * 1000)), None, bytearray(line.encode())))
+                    self.sent += 1
+                producer.flush()
+                if self.sent < len(self.lines):
+                    time.sleep(min(max(self.lines[self.sent][0] - time.time(), 0.0), 0.5))
+        finally:
+            producer.close()
+
+
+def _arrival(line: str, default: float) -> float:
+    try:
+        return datetime.fromisoformat(json.loads(line)["arrival_ts"].replace("Z", "+00:00")).timestamp()
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return default
+
+
+def run_baseline(spark, cfg: EtlConfig, work: Path, bootstrap: str, topic: str, producer: LiveProducer,
+                 deadline_s: float) -> dict:
+    """The hand-written Kafka baseline on the mode's topic: Structured Streaming's Kafka source with
+    its default trigger (the next micro-batch as soon as the last is done), ``foreachBatch`` doing
+    ``benchmarks.handwritten``'s lookup, key allocation and two MERGEs, its tables seeded from the
+    mode's warehouse. An update's delay is its batch's last MERGE commit minus its record's
+    timestamp: for the baseline the logged and the visible delay are one."""
+    root = work / "baseline"
+    handwritten.seed(spark, read(spark, cfg, "key_map"), read(spark, cfg, cfg.entity_model.table), root)
+    apply = handwritten.upsert(spark, root)
+    batches = []
+
+    def timed(records, batch_id: int) -> None:
+        lines = records.select(F.from_json(F.col("value").cast("string"), handwritten.LINE_SCHEMA).alias("l"),
+                               F.unix_micros("timestamp").alias("arrival_us")).select("l.*", "arrival_us").localCheckpoint()
+        n, avg, p01 = lines.agg(F.count("*"), F.avg("arrival_us"), F.percentile_approx("arrival_us", 0.01, 10000)).first()
+        apply(lines.drop("arrival_us"), batch_id)
+        done = time.time()
+        if n:
+            batches.append({"updates": n, "delay_avg_s": done - avg / 1e6, "delay_p99_s": done - p01 / 1e6,
+                            "seconds": time.time() - started[0]})
+        started[0] = time.time()
+
+    started = [time.time()]
+    query = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+             .option("startingOffsets", "earliest").load()
+             .writeStream.foreachBatch(timed).option("checkpointLocation", str(root / "checkpoint")).start())
+    stop_at = time.monotonic() + deadline_s
+    producer.join(timeout=max(deadline_s, 0))
+    stopped = producer.is_alive() or time.monotonic() > stop_at
+    if not stopped:
+        query.processAllAvailable()
+    query.stop()
+    updates = sum(b["updates"] for b in batches)
+    avg = sum(b["delay_avg_s"] * b["updates"] for b in batches) / updates if updates else None
+    p99 = max((b["delay_p99_s"] for b in batches), default=None)
+    return {"batches": len(batches), "seconds_per_batch": statistics.median(b["seconds"] for b in batches) if batches else None,
+            "updates": updates, "delay_avg_s": avg, "delay_p99_s": p99, "visible_delay_avg_s": avg,
+            "visible_delay_p99_s": p99, "stopped_at_deadline": stopped,
+            "note": "records read, malformed lines dropped without a trace (benchmarks.handwritten)"}
+
+
 def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     kind, strategy, *settings = mode.split(":")
+    if kind == "baseline":  # baseline:kafka: its warehouse is seeded as native's
+        strategy = "native"
     name = mode.replace(":", "-").replace("=", "")
     cfg = base.replace(warehouse_root=str(work / name / "warehouse"), runs_root=str(work / name / "runs"),
                        join_strategy=strategy, **mode_settings(settings))
@@ -111,10 +240,20 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     cfg = cfg.replace(memory_budget=memory_budget, k=args.k, **partitioned_settings(args.rate, args.micro_batch_seconds))
     landing = work / f"landing-{name}"
     shutil.rmtree(landing, ignore_errors=True)
+    on_kafka = args.broker is not None
     stream_files = generate_stream(StreamSpec(start=start, duration_s=60 * args.minutes, rate=args.rate, seed=5,
-                                              key_domain=args.keys), landing, piece_seconds=cfg.piece_seconds)
+                                              key_domain=args.keys, sources=("crm",) if on_kafka else ("crm", "web")),
+                                   landing, piece_seconds=cfg.piece_seconds)
     offered = stream_files.lines - stream_files.kinds["malformed"]  # malformed lines are rejected at ingest
-    cfg = cfg.replace(landing_root=str(landing))
+    producer = None
+    if on_kafka:  # the same lines, produced live to a topic of the mode's own as they arrive
+        topic = f"bench.{name}"
+        cfg = cfg.replace(model_file=str(kafka_model(work / f"{name}.toml", topic)), kafka_bootstrap_servers=args.broker,
+                          landing_root=str(work / f"empty-{name}"))
+        producer = LiveProducer(spark, args.broker, topic, landing)
+        producer.start()
+    else:
+        cfg = cfg.replace(landing_root=str(landing))
     late = (datetime.now(timezone.utc) - start).total_seconds()
     if late > 0:
         print(f"  {mode}: prepared {late:.0f} s after the stream's start (its first minute is loaded late)", flush=True)
@@ -127,6 +266,11 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
         print(f"  {mode}: {message}", flush=True)
 
     deadline = (end - datetime.now(timezone.utc)).total_seconds() + 60 * args.deadline_minutes
+    if kind == "baseline":
+        if producer is None:
+            raise SystemExit("the baseline modes run on Kafka: add --kafka")
+        row = run_baseline(spark, cfg, work / name, args.broker, topic, producer, deadline)
+        return {"mode": mode, **row, "offered": offered}
     if kind == "stream":
         stream = Stream(spark, cfg, progress=mark)
         timer = threading.Timer(deadline, stream.stop)
@@ -150,8 +294,10 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     pieces = [(a, b) for a, b in zip(marks, marks[1:]) if b[3]]
     per = lambda i: statistics.median((b[i] - a[i]) / b[3] for a, b in pieces) if pieces else None  # noqa: E731
     measured = delays(spark, cfg)
+    if producer is not None:
+        producer.join(timeout=60)
     if stopped:  # the average over every offered update, those left unloaded counted at their wait so far
-        left = unloaded(spark, cfg, landing, datetime.now(timezone.utc))
+        left = unloaded(spark, cfg, None if on_kafka else landing, datetime.now(timezone.utc))
         total = measured["delay_avg_s"] * measured["updates"] + left["waited_s"]
         measured["delay_avg_s_all_at_least"] = total / max(measured["updates"] + left["updates"], 1)
         measured["unloaded_at_stop"] = left["updates"]
@@ -176,6 +322,9 @@ def main() -> None:
                     help="a directory with a seeded warehouse (benchmarks.strategies --seed-only --work DIR) to copy per mode")
     ap.add_argument("--deadline-minutes", type=float, default=10.0,
                     help="stop a mode this long after its stream's end, loaded or not")
+    ap.add_argument("--kafka", action="store_true",
+                    help="each mode's stream produced live to a Kafka topic (a local broker started here) and read from it; "
+                         "mode baseline:kafka is the hand-written Structured Streaming baseline on its topic")
     ap.add_argument("--out", default="docs/results/stream_live.json")
     args = ap.parse_args()
     args.seed = stored_seed(Path(args.work)) if args.work else None
@@ -189,6 +338,12 @@ def main() -> None:
         micro_batch_seconds=args.micro_batch_seconds, key_domain=args.keys, schedule=f"*/{args.run_minutes} * * * *",
         n_part=args.seed["n_part"] if args.seed else EtlConfig().n_part,
     )
+    broker = None
+    args.broker = None
+    if args.kafka:
+        broker = kafka_broker.start(work / "kafka")
+        args.broker = broker.bootstrap
+        base = base.replace(spark_packages=kafka_package())
     spark = build_spark_session(base, app_name="bench-stream-live", master="local[2]")
     try:
         rows = []
@@ -196,12 +351,15 @@ def main() -> None:
             row = run_mode(spark, base, work, mode, args)
             print(json.dumps(row), flush=True)
             rows.append(row)
-        options = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k not in ("out", "seed") and v != "")
+        options = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in vars(args).items()
+                           if k not in ("out", "seed", "broker") and v not in ("", False))
         result = {"command": f"python -m benchmarks.stream_live {options}", "runs": rows}
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     finally:
         spark.stop()
+        if broker is not None:
+            broker.stop()
         shutil.rmtree(work, ignore_errors=True)
 
 

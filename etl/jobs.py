@@ -337,8 +337,11 @@ def report(cfg: EtlConfig, interval: Interval) -> dict:
         "inferred_members": load_s.get("inferred_members", {}),  # a fact's: per dimension
         "batches_committed": load_s.get("batches_committed", 0),
         "batches_already_done": load_s.get("batches_already_done", 0),
-        "delay_avg_s": load_s.get("delay_avg_s"),
+        "delay_avg_s": load_s.get("delay_avg_s"),  # logged: arrival to the write-ahead commit
         "delay_p99_s": load_s.get("delay_p99_s"),
+        "visible_delay_avg_s": load_s.get("visible_delay_avg_s"),  # visible: to the entity table's MERGE
+        "visible_delay_p99_s": load_s.get("visible_delay_p99_s"),
+        "batches_visible_unknown": load_s.get("batches_visible_unknown", 0),
         "clock_skew": load_s.get("clock_skew", 0),  # arrivals after their commit: not in the delays
         "sequence_conflicts": load_s.get("sequence_conflicts", 0),
         "references_deleted": validate_s.get("references_deleted", {}),  # a fact's: per reference
@@ -397,7 +400,14 @@ def format_report(rep: dict, cfg: EtlConfig | None = None) -> str:
     )
     delays = describe_delays(rep["delay_avg_s"], rep["delay_p99_s"], rep.get("clock_skew", 0))
     if delays:
-        lines.append(f"  production delay    {delays}")
+        # Logged: to the batch's write-ahead commit (decided and durable); visible: to the entity
+        # table's MERGE, what its readers see (later with apply_interval_seconds).
+        lines.append(f"  production delay    logged {delays}")
+        visible = describe_delays(rep.get("visible_delay_avg_s"), rep.get("visible_delay_p99_s"))
+        pending = rep.get("batches_visible_unknown", 0)
+        lines.append(f"                      visible {visible or 'not measured'}"
+                     + (f" ({pending} batch{'es' if pending != 1 else ''} without a visible time: not applied yet, or applied "
+                        f"by a restart's recovery)" if pending else ""))
     deleted = {r: n for r, n in rep.get("references_deleted", {}).items() if n}
     if deleted:
         strict = rep.get("references_deleted_strict", False)

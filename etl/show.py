@@ -15,6 +15,7 @@ from pyspark.sql import functions as F
 
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.model import Entity
+from etl.fresh import fresh as fresh_rows
 from etl.io.tables import open_tables, read
 from etl.load.references import with_deleted_references
 from warehouse.schemas import tables, views
@@ -57,14 +58,24 @@ def with_dimension_keys(spark, cfg: EtlConfig, facts: DataFrame) -> DataFrame:
     return with_deleted_references(spark, cfg, facts).select(order)
 
 
-def shown(spark, cfg: EtlConfig, name: str, run_key: str = "", where: str = "", columns: tuple[str, ...] = ()) -> DataFrame:
-    """The rows ``etl show`` prints: table or view ``name``, of one run, where a condition holds."""
-    entity = cfg.entity_model
+def check_fresh(entity: Entity, name: str) -> str:
+    """``--fresh`` reads the entity's table or ``key_map`` with the logged tail merged over it."""
     check_name(entity, name)
+    if name not in (entity.table, "key_map"):
+        raise ConfigError(f"--fresh reads {entity.table} or key_map with the logged batches merged over them, not {name}")
+    return name
+
+
+def shown(spark, cfg: EtlConfig, name: str, run_key: str = "", where: str = "", columns: tuple[str, ...] = (),
+          fresh: bool = False) -> DataFrame:
+    """The rows ``etl show`` prints: table or view ``name`` (``fresh``: with the logged, unapplied
+    batches merged over it, ``etl.fresh``), of one run, where a condition holds."""
+    entity = cfg.entity_model
+    check_fresh(entity, name) if fresh else check_name(entity, name)
     if not exists(spark, cfg, name):
         raise ConfigError(f"the warehouse at {cfg.warehouse_uri} has no {name} yet: run etl init, or load a run first")
     try:
-        df = read(spark, cfg, name)
+        df = fresh_rows(spark, cfg, name) if fresh else read(spark, cfg, name)
         if run_key:
             if "run_key" not in df.columns:
                 with_run = [n for n in names(entity) if "run_key" in _columns(cfg, n)]
@@ -123,10 +134,10 @@ def json_lines(rows) -> str:
 
 
 def show(spark, cfg: EtlConfig, name: str, run_key: str = "", where: str = "", limit: int = 20,
-         columns: tuple[str, ...] = (), as_json: bool = False) -> str:
+         columns: tuple[str, ...] = (), as_json: bool = False, fresh: bool = False) -> str:
     if limit < 0:
         raise ConfigError(f"--limit {limit}: must be 0 or more")
-    df = shown(spark, cfg, name, run_key, where, columns)
+    df = shown(spark, cfg, name, run_key, where, columns, fresh)
     try:
         rows = df.limit(limit + 1).collect()
     except PySparkException as exc:  # a condition that fails on the rows (a cast under ANSI mode)

@@ -61,6 +61,16 @@ def batch_delays(committed_s: float, arrivals: Arrivals) -> Delays:
     return Delays(delay(arrivals.avg_s), delay(arrivals.p01_s), arrivals.by_cut, arrivals.after_cut)
 
 
+def visible_delays(logged: Delays, visible_after_s: float | None) -> Delays:
+    """A batch's *visible* delays (arrival to the entity table's MERGE commit, when readers of the
+    table see it) from its *logged* ones (arrival to its write-ahead commit) and the time between
+    the two commits: every update of the batch waits that much longer (``None``: not applied yet)."""
+    if visible_after_s is None:
+        return Delays(None, None, 0, logged.clock_skew)
+    shift = (lambda d: None if d is None else d + visible_after_s)  # noqa: E731
+    return Delays(shift(logged.avg_s), shift(logged.p99_s), logged.measured, logged.clock_skew)
+
+
 def run_delays(batches: Iterable[Delays]) -> Delays:
     """A run's delays from its batches': the average weighted by the updates measured, the worst
     batch's p99, the clock skew summed."""

@@ -143,6 +143,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--limit", type=int, default=20, help="rows to print (default 20)")
     show.add_argument("--columns", default="", help="comma-separated columns to print (default: all)")
     show.add_argument("--json", action="store_true", help="JSON lines, whole values")
+    show.add_argument("--fresh", action="store_true",
+                      help="the entity's table or key_map with the logged, not yet applied batches merged over it "
+                           "(apply_interval_seconds; docs/reading-fresh-rows.md)")
 
     unlock = sub.add_parser("unlock", help="remove the load lock when its holder is gone (--force: whatever holds it)")
     _common(unlock)
@@ -323,9 +326,11 @@ def main(argv: list[str] | None = None) -> int:
 
             check_stream_start(cfg, args.start_ts)  # a refusal in a second, not after Spark's start-up
         if args.command == "show" and args.name:
-            from etl.show import check_name
+            from etl.show import check_fresh, check_name
 
-            check_name(cfg.entity_model, args.name)
+            (check_fresh if args.fresh else check_name)(cfg.entity_model, args.name)
+        elif args.command == "show" and args.fresh:
+            raise ConfigError("--fresh needs a name: the entity's table or key_map")
         importing = None
         if args.command in ("run", "validate", "quality-report"):
             from etl.quality.gate import import_in_background
@@ -417,7 +422,7 @@ def _run(spark, cfg: EtlConfig, args: argparse.Namespace, interval, move_to) -> 
             print(show.listing(spark, cfg))
             return 0
         columns = tuple(c.strip() for c in args.columns.split(",") if c.strip())
-        print(show.show(spark, cfg, args.name, args.run, args.where, args.limit, columns, args.json))
+        print(show.show(spark, cfg, args.name, args.run, args.where, args.limit, columns, args.json, args.fresh))
         return 0
     if args.command == "maintain":
         from etl.maintenance import maintain

@@ -12,12 +12,12 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from etl.core.model import Entity
-from etl.core.row_merges import CLOSE, VERSION
+from etl.core import merge_rules
 from etl.io.spark import sql_settings
 from etl.io.table_base import conform, schema_of
 from warehouse.schemas import DEFAULT_ENTITY
 
-CUSTOMER_CURRENT_MERGE_CONDITION = "t.surrogate_key = s.surrogate_key"
+CUSTOMER_CURRENT_MERGE_CONDITION = merge_rules.CURRENT.condition
 MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 
 
@@ -75,60 +75,34 @@ def merge_key_map(table: DeltaTable, changes: DataFrame, segments: list[int] | N
 
 def merge_current(table: DeltaTable, state: DataFrame, held: bool = False, entity: Entity = DEFAULT_ENTITY) -> None:
     """``state`` (``transforms.outcomes.current_state_rows``: a key's last applied update) into
-    the entity's ``<name>_current``, unless that row is already as new.
+    the entity's ``<name>_current``, unless that row is already as new (``merge_rules.CURRENT``).
 
     ``held``: ``state`` is a projection of a local checkpoint, so it reads the same rows however
     often it is read, and Delta need not copy it first (its ``materializeSource``, a Spark job;
     a source that is in Spark's cache must be copied, Delta refuses it otherwise)."""
     settings = {MATERIALIZE_SOURCE: "none"} if held else {}
     with sql_settings(state.sparkSession, settings):
-        (
-            table.alias("t")
-            .merge(F.broadcast(conform(state, entity.table, entity)).alias("s"), CUSTOMER_CURRENT_MERGE_CONDITION)
-            .whenMatchedUpdateAll(condition="t.updated_batch_seq < s.updated_batch_seq")
-            .whenNotMatchedInsertAll()
-            .execute()
-        )
-
-
-HISTORY_MERGE_CONDITION = (
-    f"t.surrogate_key = s.surrogate_key AND ((s._kind = '{VERSION}' AND t.source_seq = s.source_seq) OR "
-    f"(s._kind = '{CLOSE}' AND t.is_current AND t.updated_batch_seq < s.updated_batch_seq))"
-)
-
-
-def type1_history_merge_condition(type1: tuple[str, ...]) -> str:
-    """With type1 columns a key's ``close`` row reaches its open version (closed only when the
-    batch made a version) and every stored version whose type1 values differ from the row's, so a
-    batch rewrites only the versions it changes."""
-    differs = " OR ".join(f"NOT (t.`{c}` <=> s.`{c}`)" for c in type1)
-    return (f"t.surrogate_key = s.surrogate_key AND ((s._kind = '{VERSION}' AND t.source_seq = s.source_seq) OR "
-            f"(s._kind = '{CLOSE}' AND t.updated_batch_seq < s.updated_batch_seq AND (t.is_current OR {differs})))")
+        merge_by_rules(table, conform(state, entity.table, entity), merge_rules.CURRENT)
 
 
 def merge_history(table: DeltaTable, changes: DataFrame, entity: Entity) -> None:
-    """``changes`` (``transforms.history.history_changes``) into the entity's ``<name>_history``:
-    the batch's versions inserted, each key's open version closed where they start, and with
-    ``type1`` columns those set on every version of the batch's keys. Idempotent: a version already
-    there matches itself, and a row the batch changed, made or left as it wanted it is not matched
-    by its ``close`` row."""
+    """``changes`` (``transforms.history.history_changes``) into the entity's ``<name>_history``
+    by ``merge_rules.history``."""
     columns = schema_of(entity.table, entity).fieldNames()
-    condition = type1_history_merge_condition(entity.type1) if entity.type1 else HISTORY_MERGE_CONDITION
-    merge = table.alias("t").merge(F.broadcast(changes).alias("s"), condition)
-    if entity.inferred:  # an inferred member's placeholder version gives way to the first real one
-        merge = merge.whenMatchedDelete(condition=f"s._kind = '{CLOSE}' AND t.is_inferred")
-    if entity.type1:
-        close = {
-            "valid_to": "CASE WHEN t.is_current AND s._closes THEN s.valid_from ELSE t.valid_to END",
-            "is_current": "t.is_current AND NOT s._closes",
-            **{c: f"s.{c}" for c in entity.type1},
-            "updated_batch_seq": "s.updated_batch_seq",
-        }
+    merge_by_rules(table, changes, merge_rules.history(columns, entity.inferred, entity.type1))
+
+
+def merge_by_rules(table: DeltaTable, changes: DataFrame, rules: merge_rules.MergeRules) -> None:
+    """One Delta MERGE of ``changes`` (broadcast: a batch's, or a few batches') by ``rules``."""
+    merge = table.alias("t").merge(F.broadcast(changes).alias("s"), rules.condition)
+    if rules.delete_when:
+        merge = merge.whenMatchedDelete(condition=rules.delete_when)
+    if rules.update_all:
+        merge = merge.whenMatchedUpdateAll(condition=rules.update_when)
     else:
-        close = {"valid_to": "s.valid_from", "is_current": "false", "updated_batch_seq": "s.updated_batch_seq"}
-    (
-        merge
-        .whenMatchedUpdate(condition=f"s._kind = '{CLOSE}'", set=close)
-        .whenNotMatchedInsert(condition=f"s._kind = '{VERSION}'", values={c: f"s.{c}" for c in columns})
-        .execute()
-    )
+        merge = merge.whenMatchedUpdate(condition=rules.update_when, set=rules.update_set)
+    if rules.insert_values:
+        merge = merge.whenNotMatchedInsert(condition=rules.insert_when, values=rules.insert_values)
+    else:
+        merge = merge.whenNotMatchedInsertAll(condition=rules.insert_when)
+    merge.execute()

@@ -172,13 +172,14 @@ class Loader:
                         seqs[0] if len(seqs) == 1 else f"{seqs[0]}-{seqs[-1]}", ", ".join(sorted({r["run_key"] for r in pending})))
             logged = self.tables.read("outcome_log").where(F.col("batch_seq").isin(seqs)).cache()
             try:
-                self._apply(logged, several_batches=len(seqs) > 1)
+                visible_at = self._apply(logged, several_batches=len(seqs) > 1)
             finally:
                 logged.unpersist()
             results += [BatchResult(r["run_key"], r["batch_index"], r["batch_seq"], r["updates_in"],
                                     {k: r[k] or 0 for k in OUTCOME_COUNTS}, r["keys_allocated"],
                                     r["delay_avg_s"], r["delay_p99_s"], r["duration_s"] or 0.0, recovered=True,
-                                    clock_skew=r.get("clock_skew") or 0) for r in pending]
+                                    clock_skew=r.get("clock_skew") or 0,
+                                    visible_s=_since(visible_at, r.get("committed_at"))) for r in pending]
         return results
 
     def _unapplied(self) -> list[dict]:
@@ -364,22 +365,24 @@ class Loader:
         deferred = False
         try:
             step, logged, summary = self._log(run_key, batch_index, batch_seq, started, next_key, decided)
+            result = step.result()
             if kept is not None:  # held already: read from memory
                 kept["keys"] = decided.select("source_id", "natural_key", "surrogate_key").distinct().collect()
             if apply_now or self.cfg.apply_interval_seconds <= 0:
                 self.apply_tail()  # in order: what was logged before this batch first
-                self._apply(decided, summary["segments"], summary["new_keys"], held=True)
+                visible_at = self._apply(decided, summary["segments"], summary["new_keys"], held=True)
+                result.visible_s, result.applied_s = visible_at - logged, time.time() - logged
             else:
-                # The join's state answers for the batch from now on; the MERGEs come later.
+                # The join's state answers for the batch from now on; the MERGEs come later (and
+                # say when in ``result``).
                 changes = key_map_changes(decided, self.segment_of).localCheckpoint(eager=True)
                 self.strategy.keys_committed(changes, summary["new_keys"])
-                self.tail.add(Logged(decided, changes, summary["segments"], summary["new_keys"], logged_at=logged))
+                self.tail.add(Logged(decided, changes, summary["segments"], summary["new_keys"], logged_at=logged,
+                                     result=result))
                 deferred = True
         finally:
             if not deferred:
                 decided.unpersist()
-        result = step.result()
-        result.applied_s = None if deferred else time.time() - logged  # applied later, with others
         if deferred and self._tail_due():
             self.apply_tail()
         return result
@@ -394,8 +397,9 @@ class Loader:
             return
         if self._lock is not None:
             self._lock.verify()
-        self._apply(self.tail.outcomes(), self.tail.segments(), self.tail.new_keys(), held=True, fold=False,
-                    several_batches=len(self.tail.batches) > 1, changes=self.tail.changes())
+        visible_at = self._apply(self.tail.outcomes(), self.tail.segments(), self.tail.new_keys(), held=True, fold=False,
+                                 several_batches=len(self.tail.batches) > 1, changes=self.tail.changes())
+        self.tail.applied(visible_at, time.time())
         self.tail.clear()
 
     def _log(self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int, decided):
@@ -419,13 +423,14 @@ class Loader:
         return step, logged, summary
 
     def _apply(self, outcomes, segments: list[int] | None = None, new_keys: dict[int, int] | None = None,
-               held: bool = False, fold: bool = True, several_batches: bool = False, changes=None) -> None:
+               held: bool = False, fold: bool = True, several_batches: bool = False, changes=None) -> float:
         """Apply logged batches (their rows: ``outcomes``; the ``key_map`` segments they touch and
         the keys they insert per segment, when the caller counted them; ``held``: the rows are a
         local checkpoint; ``fold``: the strategy has not seen them yet; ``changes``: their
         ``key_map`` changes, when the caller holds them already): both MERGEs, each
         idempotent, the entity table's first and ``key_map``'s last (``key_map`` marks a batch
-        applied for ``recover``)."""
+        applied for ``recover``). Returns when the entity table's MERGE committed (the batches'
+        *visible* time)."""
         with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
             entity = self.cfg.entity_model
             if entity.history == "history":
@@ -433,6 +438,7 @@ class Loader:
                 self.tables.merge_history(history_changes(outcomes, opened, entity))
             else:
                 self.tables.merge_current(current_state_rows(outcomes, entity, several_batches), held=held)
+            visible_at = time.time()  # readers of the entity table see the batches from here
             crash_point("load.current_merged")
 
             held_changes = changes is not None
@@ -444,3 +450,9 @@ class Loader:
                 self.strategy.keys_committed(changes, new_keys)
             if not held_changes:
                 changes.unpersist()
+        return visible_at
+
+
+def _since(at: float, committed) -> float | None:
+    """Seconds from a ledger row's ``committed_at`` to ``at`` (a recovered batch's visible time)."""
+    return None if committed is None else at - committed.timestamp()

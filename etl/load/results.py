@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from etl.core.delays import Delays, run_delays
+from etl.core.delays import Delays, run_delays, visible_delays
 
 OUTCOME_COUNTS = ("matched", "new", "duplicate", "stale")
 FLUSH_STEP = -1  # batch_index of the release made by flush() at the end of a run
@@ -29,12 +29,19 @@ class BatchResult:
     # From the write-ahead commit to the end of both MERGEs: the delays above are measured to the
     # commit (the batch is decided and durable); readers of the tables see it this much later.
     applied_s: float | None = None
+    # From the write-ahead commit to the entity table's MERGE commit (None: not applied yet, its
+    # MERGEs wait for apply_interval_seconds): the *visible* delay is the logged one plus this.
+    visible_s: float | None = None
     clock_skew: int = 0  # updates that arrived after the commit: no delay, left out of the delays
     sequence_conflicts: int = 0  # duplicates at a seen position with other content (not applied)
 
     @property
     def delays(self) -> Delays:
         return Delays(self.delay_avg_s, self.delay_p99_s, self.updates_in - self.clock_skew, self.clock_skew)
+
+    @property
+    def visible_delays(self) -> Delays:
+        return visible_delays(self.delays, self.visible_s)
 
 
 @dataclass
@@ -58,6 +65,8 @@ class LoadResult:
 
     def summary(self) -> dict:
         delays = run_delays(b.delays for b in self.batches)
+        visible = run_delays(b.visible_delays for b in self.batches)
+        unapplied = [b for b in self.batches if b.batch_seq != NO_BATCH and b.visible_s is None]
         return {
             "run_key": self.run_key,
             "strategy": self.strategy,
@@ -69,8 +78,13 @@ class LoadResult:
             "keys_allocated": sum(b.keys_allocated for b in self.batches),
             **({"inferred_members": dict(self.inferred_members), "reference_lookups": dict(self.reference_lookups)}
                if self.inferred_members else {}),
-            "delay_avg_s": delays.avg_s,
+            "delay_avg_s": delays.avg_s,  # logged: arrival to the write-ahead commit
             "delay_p99_s": delays.p99_s,
+            # visible: arrival to the entity table's MERGE commit, over the batches this process
+            # saw applied (a batch a restart's recovery applied has no time here)
+            "visible_delay_avg_s": visible.avg_s,
+            "visible_delay_p99_s": visible.p99_s,
+            "batches_visible_unknown": len(unapplied),
             "clock_skew": delays.clock_skew,
             "sequence_conflicts": sum(b.sequence_conflicts for b in self.batches),
             "batches": [asdict(b) for b in self.batches],

@@ -18,6 +18,7 @@ from functools import reduce
 
 from pyspark.sql import DataFrame
 
+from etl.load.results import BatchResult
 from etl.transforms.outcomes import combine_changes, key_map_on_read
 
 
@@ -28,6 +29,7 @@ class Logged:
     segments: list[int] | None
     new_keys: dict[int, int] | None
     logged_at: float = field(default_factory=time.time)
+    result: BatchResult | None = None  # what the load reports of the batch: its apply fills in when
 
 
 class LoggedTail:
@@ -73,6 +75,13 @@ class LoggedTail:
             for segment, n in b.new_keys.items():
                 out[segment] = out.get(segment, 0) + n
         return out
+
+    def applied(self, visible_at: float, applied_at: float) -> None:
+        """The tail's MERGEs committed (the entity table's at ``visible_at``): each batch's result
+        says how long after its write-ahead commit."""
+        for b in self.batches:
+            if b.result is not None:
+                b.result.visible_s, b.result.applied_s = visible_at - b.logged_at, applied_at - b.logged_at
 
     def clear(self) -> None:
         """Forget the tail (applied, or to be applied from the log by recovery)."""

@@ -16,9 +16,24 @@ def test_the_report_says_the_clock_skew_it_left_out_of_the_delays(cfg):
                                           "batches_committed": 1, "batches_already_done": 0,
                                           "delay_avg_s": 12.34, "delay_p99_s": 40.06, "clock_skew": 3})
     lines = jobs.format_report(jobs.report(cfg, RUN)).splitlines()
-    assert "  production delay    avg 12.3 s, p99 40.1 s (3 updates with arrival after commit: clock skew, left out)" in lines
+    assert "  production delay    logged avg 12.3 s, p99 40.1 s (3 updates with arrival after commit: clock skew, left out)" in lines
     jobs.write_summary(cfg, RUN, "load", {"strategy": "native", "delay_avg_s": 12.34, "delay_p99_s": 40.06})
-    assert "  production delay    avg 12.3 s, p99 40.1 s" in jobs.format_report(jobs.report(cfg, RUN)).splitlines()
+    assert "  production delay    logged avg 12.3 s, p99 40.1 s" in jobs.format_report(jobs.report(cfg, RUN)).splitlines()
+
+
+def test_the_report_says_the_logged_and_the_visible_delay(cfg):
+    """Issue 46: beside the logged delay (to the write-ahead commit) the visible one (to the entity
+    table's MERGE), and how many batches are not applied yet when some wait."""
+    jobs.write_summary(cfg, RUN, "load", {"strategy": "native", "delay_avg_s": 2.0, "delay_p99_s": 4.0,
+                                          "visible_delay_avg_s": 32.0, "visible_delay_p99_s": 34.0})
+    lines = jobs.format_report(jobs.report(cfg, RUN)).splitlines()
+    at = lines.index("  production delay    logged avg 2.0 s, p99 4.0 s")
+    assert lines[at + 1] == "                      visible avg 32.0 s, p99 34.0 s"
+    jobs.write_summary(cfg, RUN, "load", {"strategy": "native", "delay_avg_s": 2.0, "delay_p99_s": 4.0,
+                                          "batches_visible_unknown": 3})
+    assert ("                      visible not measured (3 batches without a visible time: not applied yet, or applied by a "
+            "restart's recovery)") in jobs.format_report(
+        jobs.report(cfg, RUN)).splitlines()
 
 
 def test_the_report_says_kafka_records_lost_apart_from_the_landing_zone_s_noise(cfg):

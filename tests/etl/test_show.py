@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from unittest import mock
 
 import pytest
 
@@ -11,6 +12,7 @@ from etl import jobs
 from etl.core.config import ConfigError
 from etl.core.interval import Interval
 from etl.entrypoints.cli import build_parser
+from etl.load.loader import Loader
 from etl.show import format_rows, json_lines, listing, show
 from tests.helpers import T0, good, land
 
@@ -63,3 +65,24 @@ def test_after_a_load_show_prints_a_run_s_outcomes_rejects_and_keys(spark, cfg):
         show(spark, cfg, "customer_current", where="ctiy = 'Oslo'")
     with pytest.raises(ConfigError, match="--limit -1: must be 0 or more"):
         show(spark, cfg, "key_map", limit=-1)
+
+    # --fresh (issue 46): a later run's batch logged and not applied yet, as a load killed after its
+    # write-ahead commit leaves it: the table read fresh has it merged over it, the table not yet.
+    later = Interval(RUN.end, RUN.end + timedelta(minutes=1))
+    stamps = {"event_ts": "2026-11-22T01:02:01Z", "arrival_ts": "2026-11-22T01:02:02Z"}
+    land(cfg, [good("1", seq=3, attributes={"name": "C"}, **stamps), good("4", seq=1, **stamps)], minute=RUN.end)
+    jobs.ingest(spark, cfg, later)
+    with mock.patch.object(Loader, "apply_tail", lambda self: None):
+        jobs.load(spark, cfg.replace(apply_interval_seconds=3600), later)
+
+    def names(**fresh):
+        text = show(spark, cfg, "customer_current", columns=("natural_key", "name"), as_json=True, **fresh)
+        return {r["natural_key"]: r["name"] for r in map(json.loads, text.splitlines())}
+
+    assert names() == {"1": "B", "2": "A"}
+    assert names(fresh=True) == {"1": "C", "2": "A", "4": "A"}
+    four = dict(columns=("natural_key", "surrogate_key"), where="natural_key = '4'", as_json=True)
+    assert show(spark, cfg, "key_map", **four) == ""  # not applied yet
+    assert [json.loads(ln)["natural_key"] for ln in show(spark, cfg, "key_map", fresh=True, **four).splitlines()] == ["4"]
+    with pytest.raises(ConfigError, match="--fresh reads customer_current or key_map .* not outcome_log"):
+        show(spark, cfg, "outcome_log", fresh=True)

@@ -11,12 +11,14 @@ from chispa import assert_df_equality
 from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
+from etl.core import merge_rules
 from etl.core.delays import Arrivals, Delays, batch_delays
 from etl.io.tables import open_tables, read
 from etl.io import memory_tables
 from etl.io.delta_merges import key_map_merge_condition
 from etl.load.apply import arrivals_at, summarise_outcomes
 from etl.transforms.history import history_changes, history_validity
+from etl.transforms.merge_on_read import merge_on_read
 from warehouse.schemas import CUSTOMER_CURRENT, KEY_MAP
 
 T1, T2, T3 = (datetime(2026, 11, 22, 1, 0, s) for s in (1, 2, 3))
@@ -36,6 +38,22 @@ def handle(spark, cfg, store):
     tables = open_tables(spark, cfg)
     tables.ensure()
     return cfg, tables
+
+
+def merge_read_and_written(spark, cfg, tables, changes) -> None:
+    """The entity table's MERGE of ``changes`` run two ways: read (``merge_on_read`` of the table
+    as it was, by ``merge_rules``) and written (the handle's MERGE); the same rows (issue 46's
+    merge-on-read view)."""
+    entity = cfg.entity_model
+    history = entity.history == "history"
+    changes = changes.localCheckpoint(eager=True)  # decided against the table before the MERGE
+    before = read(spark, cfg, entity.table)
+    before = spark.createDataFrame(before.collect(), before.schema)
+    rules = (merge_rules.history(before.columns, entity.inferred, entity.type1) if history else merge_rules.CURRENT)
+    on_read = merge_on_read(before, changes if history else tables.conform(changes, entity.table), rules).collect()
+    tables.merge_history(changes) if history else tables.merge_current(changes)
+    after = read(spark, cfg, entity.table)
+    assert_df_equality(spark.createDataFrame(on_read, after.schema), after, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_merge_key_map_advances_known_keys_inserts_new_ones_and_ignores_a_replay(spark, cfg, store):
@@ -131,8 +149,9 @@ def test_merge_current_keeps_the_newest_state_of_each_key(spark, cfg, store):
 
     state = spark.createDataFrame([row(1, "a", 1), row(2, "b", 1)], CUSTOMER_CURRENT)
     tables.merge_current(state)
-    tables.merge_current(spark.createDataFrame([row(1, "a2", 3, deleted=True), row(2, "stale", 0)], CUSTOMER_CURRENT))
-    tables.merge_current(spark.createDataFrame([row(1, "a2", 3, deleted=True)], CUSTOMER_CURRENT))  # a replay
+    merge_read_and_written(spark, cfg, tables, spark.createDataFrame([row(1, "a2", 3, deleted=True), row(2, "stale", 0)],
+                                                                     CUSTOMER_CURRENT))
+    merge_read_and_written(spark, cfg, tables, spark.createDataFrame([row(1, "a2", 3, deleted=True)], CUSTOMER_CURRENT))  # a replay
     want = spark.createDataFrame([row(1, "a2", 3, deleted=True), row(2, "b", 1)], CUSTOMER_CURRENT)
     assert_df_equality(read(spark, cfg, "customer_current"), want, ignore_row_order=True, ignore_nullable=True)
 
@@ -211,7 +230,7 @@ def history_applier(spark, cfg, tables):
     def apply(rows):
         logged = spark.createDataFrame(rows, LOGGED)
         opened = read(spark, cfg, "account_history").where("is_current")
-        tables.merge_history(history_changes(logged, opened, entity))
+        merge_read_and_written(spark, cfg, tables, history_changes(logged, opened, entity))
 
     return apply
 
@@ -346,7 +365,8 @@ def test_type1_columns_are_overwritten_on_every_version_and_their_change_alone_m
 
     def apply(rows):
         logged = spark.createDataFrame(rows, TYPE1_LOGGED)
-        tables.merge_history(history_changes(logged, read(spark, cfg, "account_history").where("is_current"), entity))
+        merge_read_and_written(spark, cfg, tables,
+                               history_changes(logged, read(spark, cfg, "account_history").where("is_current"), entity))
 
     def got():
         return read(spark, cfg, "account_history").select(

@@ -14,6 +14,7 @@ from benchmarks.measures import delta_commits, jobs_started
 from etl import jobs
 from etl.core.interval import Interval
 from etl.core.oracle import decide
+from etl.fresh import fresh
 from etl.generator import StreamSpec, generate_stream
 from etl.io.spark import sql_settings
 from etl.io.tables import read
@@ -260,7 +261,8 @@ def test_batches_logged_ahead_of_their_merges_are_applied_together_and_recovered
         jobs.ingest(spark, cfg, run)
     one_by_one = copy_of(cfg, tmp_path, "one-by-one").replace(apply_interval_seconds=0)
     for run in (first, second):
-        jobs.load(spark, one_by_one, run)
+        applied_at_once = jobs.load(spark, one_by_one, run)
+        assert all(0 < b["visible_s"] <= b["applied_s"] for b in applied_at_once["batches"] if b["batch_seq"])
     want = deterministic_tables(spark, one_by_one)
 
     ahead = copy_of(cfg, tmp_path, "ahead")
@@ -269,6 +271,10 @@ def test_batches_logged_ahead_of_their_merges_are_applied_together_and_recovered
     versions = {name: tables.version(name) for name in ("key_map", "customer_current", "batch_ledger")}
     summary = jobs.load(spark, ahead, second)
     assert summary["batches_committed"] == 3 and summary["keys_allocated"] > 0
+    # Visible when their one MERGE committed: the first batch waited longest; none is unapplied.
+    waits = [b["visible_s"] for b in summary["batches"] if b["batch_seq"]]
+    assert len(waits) == 3 and waits == sorted(waits, reverse=True) and waits[-1] > 0, waits
+    assert summary["batches_visible_unknown"] == 0 and summary["visible_delay_avg_s"] > summary["delay_avg_s"]
     # three write-ahead commits, one MERGE per table
     assert {name: tables.version(name) - v for name, v in versions.items()} == {"key_map": 1, "customer_current": 1,
                                                                                  "batch_ledger": 3}
@@ -281,8 +287,18 @@ def test_batches_logged_ahead_of_their_merges_are_applied_together_and_recovered
         with pytest.raises(RuntimeError, match="killed"):
             jobs.load(spark, killed, second)
         monkeypatch.undo()
-        assert jobs.load(spark, killed, second)["batches_recovered"] == recovered, point
+        # Read fresh (etl.fresh, merge-on-read) while the batches wait: the tables their apply
+        # leaves; where the entity table holds them already (killed between the MERGEs) too.
+        fresh_rows = {name: fresh(spark, killed, name).collect() for name in ("customer_current", "key_map")}
+        again = jobs.load(spark, killed, second)
+        assert again["batches_recovered"] == recovered, point
+        assert all(b["visible_s"] > 0 for b in again["batches"] if b["batch_seq"]), point  # the batch decided after it
         assert deterministic_tables(spark, killed) == want, point
+        if point != "load.logged:2":  # the run's third batch was decided after the kill
+            for name, rows in fresh_rows.items():
+                table = read(spark, killed, name)
+                assert_df_equality(spark.createDataFrame(rows, table.schema), table, ignore_row_order=True,
+                                   ignore_nullable=True)
         decided = read(spark, killed, "outcome_log").groupBy("update_id").count()
         assert decided.where("count > 1").count() == 0, point
 

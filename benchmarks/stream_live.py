@@ -250,6 +250,7 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
         topic = f"bench.{name}"
         cfg = cfg.replace(model_file=str(kafka_model(work / f"{name}.toml", topic)), kafka_bootstrap_servers=args.broker,
                           landing_root=str(work / f"empty-{name}"))
+        kafka_broker.create_topic(spark, args.broker, topic)
         producer = LiveProducer(spark, args.broker, topic, landing)
         producer.start()
     else:

@@ -204,6 +204,16 @@ def _admin_call(spark, bootstrap: str, call) -> None:
         admin.close()
 
 
+def create_topic(spark, bootstrap: str, topic: str) -> None:
+    """Create ``topic`` with the broker's defaults (a reader started before its first record finds it)."""
+    def call(admin, jvm):
+        empty = jvm.java.util.Optional.empty()
+        wanted = jvm.java.util.ArrayList()
+        wanted.add(jvm.org.apache.kafka.clients.admin.NewTopic(topic, empty, empty))
+        admin.createTopics(wanted).all().get()
+    _admin_call(spark, bootstrap, call)
+
+
 def add_partitions(spark, bootstrap: str, topic: str, total: int) -> None:
     """Grow ``topic`` to ``total`` partitions (``kafka-topics --alter --partitions``)."""
     def call(admin, jvm):

@@ -11,7 +11,8 @@ The batches applied are those up to the highest ``updated_batch_seq`` of ``key_m
 applied in order and ``key_map`` is merged last (docs/decisions/coalesced-apply.md). That mark is
 read first, and the tables after it: an apply that commits in between has merged the entity
 table before ``key_map``, so a batch is either under the mark and in the table, or read from the
-log; one read from the log and in the table too changes nothing, the MERGE's rules being idempotent.
+log; one read from the log and in the table too changes nothing, the MERGE's rules being
+idempotent (and a new key of it already in ``key_map`` is advanced there, not added again).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from etl.io.tables import open_tables
 from etl.transforms.history import history_changes
 from etl.transforms.layout import segment_column
 from etl.transforms.merge_on_read import merge_on_read
-from etl.transforms.outcomes import current_state_rows, key_map_changes, key_map_on_read
+from etl.transforms.outcomes import KEY, current_state_rows, key_map_changes, key_map_on_read
 
 VIEW_SUFFIX = "_fresh"
 
@@ -54,7 +55,13 @@ def fresh(spark, cfg: EtlConfig, name: str | None = None) -> DataFrame:
     tables = open_tables(spark, cfg)
     table = tables.read(name)
     if name == "key_map":
-        return key_map_on_read(table, key_map_changes(tail, segment_column(_layout(cfg))))
+        changes = key_map_changes(tail, segment_column(_layout(cfg)))
+        # A key applied since the mark was read (or since a view was registered) is in key_map
+        # already: advanced, not inserted again.
+        stored = table.select(*KEY).join(F.broadcast(changes.select(*KEY)), list(KEY), "left_semi")
+        changes = changes.join(stored.withColumn("_stored", F.lit(True)), list(KEY), "left").withColumn(
+            "is_new", F.col("is_new") & F.col("_stored").isNull()).drop("_stored")
+        return key_map_on_read(table, changes)
     if entity.history == "history":
         changes = history_changes(tail, table.where(F.col("is_current")), entity)
         return merge_on_read(table, changes, merge_rules.history(table.columns, entity.inferred, entity.type1))

@@ -405,9 +405,10 @@ def format_report(rep: dict, cfg: EtlConfig | None = None) -> str:
         lines.append(f"  production delay    logged {delays}")
         visible = describe_delays(rep.get("visible_delay_avg_s"), rep.get("visible_delay_p99_s"))
         pending = rep.get("batches_visible_unknown", 0)
-        lines.append(f"                      visible {visible or 'not measured'}"
-                     + (f" ({pending} batch{'es' if pending != 1 else ''} without a visible time: not applied yet, or applied "
-                        f"by a restart's recovery)" if pending else ""))
+        if visible or pending:  # a summary written before the visible delay was measured has neither
+            lines.append(f"                      visible {visible or 'not measured'}"
+                         + (f" ({pending} batch{'es' if pending != 1 else ''} without a visible time: not applied yet, or "
+                            f"applied by a restart's recovery)" if pending else ""))
     deleted = {r: n for r, n in rep.get("references_deleted", {}).items() if n}
     if deleted:
         strict = rep.get("references_deleted_strict", False)

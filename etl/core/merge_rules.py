@@ -2,7 +2,9 @@
 changes): the one statement of what applying logged batches does to ``<entity>_current`` or
 ``<entity>_history``. Delta runs them (``etl.io.delta_merges``); a reader of the logged tail runs
 the same rules on read (``etl.transforms.merge_on_read``, ``etl.fresh``), so the two cannot
-drift apart (tests/etl/test_fresh.py holds them equal)."""
+drift apart (tests/etl/load/test_apply.py runs both on every MERGE case). The in-memory tables of
+the protocol tests run their own row-by-row version (``etl.core.row_merges``), held to the same
+expected rows by the same tests."""
 
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ class MergeRules:
     ``update_set``'s); a change no row matched is inserted when ``insert_when`` holds (every column
     from ``s`` when ``insert_values`` is empty)."""
 
-    condition: str
+    condition: str  # always requires t.<key> = s.<key>
     update_when: str
+    key: str = "surrogate_key"
     update_all: bool = False
     update_set: dict[str, str] = field(default_factory=dict)
     delete_when: str | None = None

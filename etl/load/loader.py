@@ -172,14 +172,13 @@ class Loader:
                         seqs[0] if len(seqs) == 1 else f"{seqs[0]}-{seqs[-1]}", ", ".join(sorted({r["run_key"] for r in pending})))
             logged = self.tables.read("outcome_log").where(F.col("batch_seq").isin(seqs)).cache()
             try:
-                visible_at = self._apply(logged, several_batches=len(seqs) > 1)
+                self._apply(logged, several_batches=len(seqs) > 1)
             finally:
                 logged.unpersist()
             results += [BatchResult(r["run_key"], r["batch_index"], r["batch_seq"], r["updates_in"],
                                     {k: r[k] or 0 for k in OUTCOME_COUNTS}, r["keys_allocated"],
                                     r["delay_avg_s"], r["delay_p99_s"], r["duration_s"] or 0.0, recovered=True,
-                                    clock_skew=r.get("clock_skew") or 0,
-                                    visible_s=_since(visible_at, r.get("committed_at"))) for r in pending]
+                                    clock_skew=r.get("clock_skew") or 0) for r in pending]
         return results
 
     def _unapplied(self) -> list[dict]:
@@ -451,8 +450,3 @@ class Loader:
             if not held_changes:
                 changes.unpersist()
         return visible_at
-
-
-def _since(at: float, committed) -> float | None:
-    """Seconds from a ledger row's ``committed_at`` to ``at`` (a recovered batch's visible time)."""
-    return None if committed is None else at - committed.timestamp()

@@ -21,7 +21,7 @@ from etl import jobs
 from etl.core import registry
 from etl.core.config import EtlConfig
 from etl.core.model import load_model
-from etl.fresh import fresh, register_fresh_views
+from etl.fresh import applied_through, fresh, register_fresh_views
 from etl.generator import StreamSpec, generate_stream
 from etl.io import memory_tables
 from etl.io.tables import read
@@ -112,10 +112,10 @@ def loaded(request, spark, tmp_path_factory):
                 continue
             # Every batch logged and none applied, as a load killed after its last write-ahead
             # commit leaves it: read fresh (merge-on-read), then applied from the log by recovery.
+            before = applied_through(spark, ahead)
             with mock.patch.object(Loader, "apply_tail", lambda self: None):
                 jobs.load(spark, ahead, SEEDED_SECOND, strategy=strategy)
-            entity = ahead.entity_model
-            assert read(spark, ahead, "outcome_log").where("batch_seq > 0").count() > read(spark, ahead, entity.table).count()
+            assert applied_through(spark, ahead) == before  # logged, none applied
             views = register_fresh_views(spark, ahead)
             out.fresh = {name: [fresh(spark, ahead, name).collect(), spark.sql(f"SELECT * FROM {view}").collect()]
                          for view, name in views.items()}
@@ -146,15 +146,15 @@ def test_every_strategy_loads_the_entity_as_the_reference_does(spark, loaded):
 def test_the_logged_tail_read_fresh_is_the_table_its_apply_leaves(spark, loaded):
     """Issue 46: with every batch of the run logged and none applied, the entity's history table
     and its key_map read fresh (``etl.fresh``: the function, and its SQL view) are the tables
-    recovery leaves once it has applied them."""
+    recovery leaves once it has applied them (tests/etl/test_fresh.py: the same on Delta, where a
+    view registered before the apply reads the tables again after it)."""
     if loaded.fresh is None:
         pytest.skip("the hardest shape holds the case")
     cfg = loaded[f"{FRESH_READ}, logged, read fresh, then recovered"]
     for name, (function, view) in loaded.fresh.items():
         table = read(spark, cfg, name)
         assert_df_equality(spark.createDataFrame(function, table.schema), table, ignore_row_order=True, ignore_nullable=True)
-        assert sorted(view) == sorted(function), name
-
+        assert sorted(view, key=repr) == sorted(function, key=repr), name
 
 def test_the_entity_s_table_has_its_declared_columns_and_passes_its_gate(spark, loaded):
     cfg = loaded[next(s for s in loaded if s != "native")]

@@ -59,7 +59,7 @@ benchmark-facts: setup  ## a fact stream against a 20 M-key dimension, the looku
 benchmark: setup  ## the four strategies and the hand-written baseline in Spark at several rates (small size: about 30 minutes)
 	$(PY) -m benchmarks.strategies --size small --out docs/results/strategies
 
-crash-matrix: setup  ## SIGKILL at every commit point of every strategy, in chains, with each batch applied at once and with the MERGEs at the run's end (about 20 minutes on a quiet 2-core machine)
+crash-matrix: setup  ## SIGKILL at every commit point of every strategy, in chains, with each batch applied at once and with the MERGEs at the run's end (about 30 minutes on a quiet 2-core machine)
 	ETL_CRASH_MATRIX=chain ETL_CRASH_REPORT=var/crash-matrix.json $(PY) -m pytest -m "not slow" tests/etl/test_crash.py $(PYTEST_ARGS)
 	ETL_CRASH_MATRIX=chain ETL_CRASH_APPLY_INTERVAL=3600 ETL_CRASH_REPORT=var/crash-matrix-deferred.json $(PY) -m pytest -m "not slow" tests/etl/test_crash.py $(PYTEST_ARGS)
 

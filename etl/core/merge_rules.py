@@ -29,6 +29,11 @@ class MergeRules:
     insert_when: str | None = None
     insert_values: dict[str, str] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # merge_on_read touches only the rows of the changes' keys: every match must require the key.
+        if not self.condition.startswith(f"t.{self.key} = s.{self.key}"):
+            raise ValueError(f"a MERGE's condition must start with t.{self.key} = s.{self.key}: {self.condition}")
+
 
 CURRENT = MergeRules(
     condition="t.surrogate_key = s.surrogate_key",

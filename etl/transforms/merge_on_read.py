@@ -18,12 +18,11 @@ def _holds(sql: str | None):
 def merge_on_read(table: DataFrame, changes: DataFrame, rules: MergeRules) -> DataFrame:
     """Rows no change matches stay; a matched row is dropped, updated or kept as the first clause
     that holds says; a change that matched no row is inserted when its insert clause holds. As in
-    Delta, each row is matched against the table as it was. Two differences, for inputs the load
-    never makes: a table row matched by two changes is an error in Delta and two rows here, and a
-    value that does not fit its column is an error there and null here."""
+    Delta, each row is matched against the table as it was. One difference, for an input the load
+    never makes: a table row matched by two changes is an error in Delta and two rows here."""
     # Every rule matches on the key (``MergeRules.key``): the rows of the changes' keys, found by a
     # broadcast semi-join, are the only ones the rules can touch; the rest pass through unjoined.
-    keys = F.broadcast(changes.select(rules.key).distinct())
+    keys = F.broadcast(changes.select(rules.key))
     untouched = table.join(keys, rules.key, "left_anti")
     touched = table.join(keys, rules.key, "left_semi")
     t, s = touched.alias("t"), F.broadcast(changes).alias("s")
@@ -42,7 +41,7 @@ def merge_on_read(table: DataFrame, changes: DataFrame, rules: MergeRules) -> Da
 
     matched = matched.select(*[F.when(update, updated(f.name)).otherwise(F.col(f"t.`{f.name}`")).cast(f.dataType).alias(f.name)
                                for f in fields])
-    inserted = F.broadcast(changes).alias("s").join(t, condition, "left_anti").where(_holds(rules.insert_when)).select(*[
+    inserted = changes.alias("s").join(F.broadcast(t), condition, "left_anti").where(_holds(rules.insert_when)).select(*[
         (F.expr(rules.insert_values[f.name]) if rules.insert_values else F.col(f"s.`{f.name}`")).cast(f.dataType).alias(f.name)
         for f in fields])
     kept = kept.select(*[F.col(f"t.`{f.name}`").alias(f.name) for f in fields])

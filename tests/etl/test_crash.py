@@ -70,6 +70,7 @@ def crash_report():
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({
             "mode": MATRIX or "quick",
+            "apply_interval_seconds": APPLY_INTERVAL,  # 3600: every batch of a run logged first, applied at its end
             "faults_injected": sum(t["killed"] for t in TALLY),
             "comparisons_with_the_uninterrupted_run": sum(t["rows"] > 0 for t in TALLY),
             "rows_compared": sum(t["rows"] for t in TALLY),

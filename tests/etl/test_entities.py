@@ -156,6 +156,7 @@ def test_the_logged_tail_read_fresh_is_the_table_its_apply_leaves(spark, loaded)
         assert_df_equality(spark.createDataFrame(function, table.schema), table, ignore_row_order=True, ignore_nullable=True)
         assert sorted(view, key=repr) == sorted(function, key=repr), name
 
+
 def test_the_entity_s_table_has_its_declared_columns_and_passes_its_gate(spark, loaded):
     cfg = loaded[next(s for s in loaded if s != "native")]
     entity = cfg.entity_model

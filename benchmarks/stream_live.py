@@ -56,10 +56,13 @@ from benchmarks import handwritten
 from benchmarks.report import partitioned_settings
 from etl import jobs
 from etl.core.config import EtlConfig
+from etl.core.delays import Delays, run_delays
 from etl.core.interval import Interval
 from etl.core.model import DEFAULT_MODEL_FILE
 from etl.core.spark_conf import kafka_package
+from etl.core.records import parse_timestamp
 from etl.devtools import kafka_broker
+from etl.devtools.cdc import create_topics
 from etl.io.landing import piece_of
 from etl.generator import StreamSpec, generate_stream
 from etl.io.spark import build_spark_session
@@ -151,20 +154,13 @@ class LiveProducer(threading.Thread):
         self.stopped = threading.Event()  # a mode stopped at its deadline stops its producer too
 
     def run(self) -> None:
-        jvm = self.spark.sparkContext._jvm
-        ser = "org.apache.kafka.common.serialization.ByteArraySerializer"
-        props = jvm.java.util.Properties()
-        for k, v in {"bootstrap.servers": self.bootstrap, "acks": "all", "linger.ms": "0",
-                     "key.serializer": ser, "value.serializer": ser}.items():
-            props.put(k, v)
-        producer = jvm.org.apache.kafka.clients.producer.KafkaProducer(props)
+        producer = kafka_broker.Producer(self.spark, self.bootstrap)
         try:
             while self.sent < len(self.lines) and not self.stopped.is_set():
                 now = time.time()
                 while self.sent < len(self.lines) and self.lines[self.sent][0] <= now:
                     at, line = self.lines[self.sent]
-                    producer.send(jvm.org.apache.kafka.clients.producer.ProducerRecord(
-                        self.topic, None, jvm.java.lang.Long(int(at * 1000)), None, bytearray(line.encode())))
+                    producer.send(self.topic, None, int(at * 1000), None, line.encode())
                     self.sent += 1
                 producer.flush()
                 if self.sent < len(self.lines):
@@ -175,8 +171,8 @@ class LiveProducer(threading.Thread):
 
 def _arrival(line: str, default: float) -> float:
     try:
-        return datetime.fromisoformat(json.loads(line)["arrival_ts"].replace("Z", "+00:00")).timestamp()
-    except (ValueError, KeyError, TypeError, AttributeError):
+        return parse_timestamp(json.loads(line).get("arrival_ts")).timestamp()
+    except (ValueError, OverflowError, AttributeError):  # not JSON, not an object, no time
         return default
 
 
@@ -190,7 +186,7 @@ def run_baseline(spark, cfg: EtlConfig, work: Path, bootstrap: str, topic: str, 
     root = work / "baseline"
     handwritten.seed(spark, read(spark, cfg, "key_map"), read(spark, cfg, cfg.entity_model.table), root)
     apply = handwritten.upsert(spark, root)
-    batches = []
+    batches, seconds = [], []  # per micro-batch: its delays (all its records measured), its time
 
     def timed(records, batch_id: int) -> None:
         lines = records.select(F.from_json(F.col("value").cast("string"), handwritten.LINE_SCHEMA).alias("l"),
@@ -199,8 +195,8 @@ def run_baseline(spark, cfg: EtlConfig, work: Path, bootstrap: str, topic: str, 
         apply(lines.drop("arrival_us"), batch_id)
         done = time.time()
         if n:
-            batches.append({"updates": n, "delay_avg_s": done - avg / 1e6, "delay_p99_s": done - p01 / 1e6,
-                            "seconds": time.time() - started[0]})
+            batches.append(Delays(done - avg / 1e6, done - p01 / 1e6, n))
+            seconds.append(time.time() - started[0])
         started[0] = time.time()
 
     started = [time.time()]
@@ -214,13 +210,11 @@ def run_baseline(spark, cfg: EtlConfig, work: Path, bootstrap: str, topic: str, 
     if not stopped:
         query.processAllAvailable()
     query.stop()
-    updates = sum(b["updates"] for b in batches)
-    avg = sum(b["delay_avg_s"] * b["updates"] for b in batches) / updates if updates else None
-    p99 = max((b["delay_p99_s"] for b in batches), default=None)
-    steady = [b["seconds"] for b in batches[1:]]  # the first batch's includes the query's start-up
+    run = run_delays(batches)  # weighted by updates, the worst batch's p99: as a load's summary
+    steady = seconds[1:]  # the first batch's includes the query's start-up
     return {"batches": len(batches), "seconds_per_batch": statistics.median(steady) if steady else None,
-            "updates": updates, "delay_avg_s": avg, "delay_p99_s": p99, "visible_delay_avg_s": avg,
-            "visible_delay_p99_s": p99, "stopped_at_deadline": stopped,
+            "updates": run.measured, "delay_avg_s": run.avg_s, "delay_p99_s": run.p99_s, "visible_delay_avg_s": run.avg_s,
+            "visible_delay_p99_s": run.p99_s, "stopped_at_deadline": stopped,
             "note": "records read, malformed lines dropped without a trace (benchmarks.handwritten)"}
 
 
@@ -254,7 +248,7 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
         topic = f"bench.{name}"
         cfg = cfg.replace(model_file=str(kafka_model(work / f"{name}.toml", topic)), kafka_bootstrap_servers=args.broker,
                           landing_root=str(work / f"empty-{name}"))
-        kafka_broker.create_topic(spark, args.broker, topic)
+        create_topics(spark, args.broker, [topic], partitions=1)  # the baseline's reader starts before the first record
         producer = LiveProducer(spark, args.broker, topic, landing)
         producer.start()
     else:

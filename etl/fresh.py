@@ -22,8 +22,7 @@ from pyspark.sql import functions as F
 
 from etl.core import merge_rules
 from etl.core.config import ConfigError, EtlConfig
-from etl.core.layout import SlotArray, layout_from_json
-from etl.io.layout_store import LAYOUT_FILE
+from etl.io.layout_store import configured_layout, stored_layout
 from etl.io.tables import open_tables
 from etl.transforms.history import history_changes
 from etl.transforms.layout import segment_column
@@ -55,7 +54,8 @@ def fresh(spark, cfg: EtlConfig, name: str | None = None) -> DataFrame:
     tables = open_tables(spark, cfg)
     table = tables.read(name)
     if name == "key_map":
-        changes = key_map_changes(tail, segment_column(_layout(cfg)))
+        # With no layout stored nothing is loaded yet, and the tail is empty.
+        changes = key_map_changes(tail, segment_column(stored_layout(cfg) or configured_layout(cfg)))
         # A key applied since the mark was read (or since a view was registered) is in key_map
         # already: advanced, not inserted again.
         stored = table.select(*KEY).join(F.broadcast(changes.select(*KEY)), list(KEY), "left_semi")
@@ -80,9 +80,3 @@ def register_fresh_views(spark, cfg: EtlConfig) -> dict[str, str]:
         fresh(spark, cfg, table).createOrReplaceTempView(view)
         made[view] = table
     return made
-
-
-def _layout(cfg: EtlConfig):
-    """The warehouse's layout (a reader never writes one: with none stored, nothing is loaded yet)."""
-    path = cfg.meta_path / LAYOUT_FILE
-    return layout_from_json(path.read_text()) if path.exists() else SlotArray.even(cfg.key_domain, cfg.n_part)

@@ -19,8 +19,8 @@ from pyspark.sql import functions as F
 
 from etl.core import registry
 from etl.core.config import ConfigError, EtlConfig
-from etl.core.layout import HashLayout, SlotArray, needs_refinement, plan_rebalance
-from etl.io.layout_store import PENDING, load_layout, settle_pending_layout, write_layout
+from etl.core.layout import SlotArray, needs_refinement, plan_rebalance
+from etl.io.layout_store import PENDING, configured_layout, load_layout, settle_pending_layout, write_layout
 from etl.io.lock import LoadLock
 from etl.io.tables import ensure_tables, open_tables, read
 from etl.transforms.layout import segment_column, slot_column
@@ -113,7 +113,7 @@ def relayout(spark, cfg: EtlConfig) -> dict:
             f"relayout: runs {', '.join(unfinished)} are not finished (their pending updates are kept by "
             "segment); finish them (rerun their load) and retry"
         )
-    layout = HashLayout(cfg.n_part) if wanted == "hash" else SlotArray.even(cfg.key_domain, cfg.n_part)
+    layout = configured_layout(cfg, wanted)
     seg = segment_column(layout)
     km = read(spark, cfg, "key_map")
     rows = km.count()

@@ -26,6 +26,7 @@ from typing import Iterable, Iterator
 
 from etl.core.model import TIMESTAMP_UNITS, Column, Entity, Input
 from etl.core.records import Reject, check_line, parse_timestamp
+from etl.devtools import kafka_broker
 
 DEBEZIUM_VERSION = "2.7.3.Final"
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -193,25 +194,7 @@ def landing_lines(landing_root: Path) -> list[tuple[str, bytes]]:
 def produce(spark, bootstrap: str, records: Iterable[KafkaRecord], properties: dict[str, str] | None = None) -> int:
     """Send the records with a Kafka producer in Spark's JVM (the client Spark's Kafka source
     brings), each with its own timestamp; partitioned by key, as Debezium's are."""
-    jvm = spark.sparkContext._jvm
-    p = jvm.java.util.Properties()
-    for k, v in {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": "true",
-                 "key.serializer": "org.apache.kafka.common.serialization.ByteArraySerializer",
-                 "value.serializer": "org.apache.kafka.common.serialization.ByteArraySerializer",
-                 **(properties or {})}.items():
-        p.put(k, v)
-    producer = jvm.org.apache.kafka.clients.producer.KafkaProducer(p)
-    n = 0
-    try:
-        for r in records:
-            producer.send(jvm.org.apache.kafka.clients.producer.ProducerRecord(
-                r.topic, None, jvm.java.lang.Long(r.timestamp_ms),
-                None if r.key is None else bytearray(r.key), None if r.value is None else bytearray(r.value)))
-            n += 1
-        producer.flush()
-    finally:
-        producer.close()
-    return n
+    return kafka_broker.send(spark, bootstrap, ((r.topic, None, r.timestamp_ms, r.key, r.value) for r in records), properties)
 
 
 def create_topics(spark, bootstrap: str, topics: Iterable[str], partitions: int = 2) -> None:

@@ -204,16 +204,6 @@ def _admin_call(spark, bootstrap: str, call) -> None:
         admin.close()
 
 
-def create_topic(spark, bootstrap: str, topic: str) -> None:
-    """Create ``topic`` with the broker's defaults (a reader started before its first record finds it)."""
-    def call(admin, jvm):
-        empty = jvm.java.util.Optional.empty()
-        wanted = jvm.java.util.ArrayList()
-        wanted.add(jvm.org.apache.kafka.clients.admin.NewTopic(topic, empty, empty))
-        admin.createTopics(wanted).all().get()
-    _admin_call(spark, bootstrap, call)
-
-
 def add_partitions(spark, bootstrap: str, topic: str, total: int) -> None:
     """Grow ``topic`` to ``total`` partitions (``kafka-topics --alter --partitions``)."""
     def call(admin, jvm):
@@ -255,19 +245,38 @@ def delete_records(bootstrap: str, topic: str, partition: int, before: int, vers
         raise RuntimeError(f"deleting records of {topic}:{partition} before {before} failed: {run.stderr[-2000:]}")
 
 
-def send(spark, bootstrap: str, records) -> int:
-    """Produce ``(topic, partition or None, timestamp_ms, key bytes or None, value bytes or None)``
-    records, each with its own timestamp (a producer's clock, late or not); None partition: by key."""
-    jvm = spark.sparkContext._jvm
-    ser = "org.apache.kafka.common.serialization.ByteArraySerializer"
-    producer = jvm.org.apache.kafka.clients.producer.KafkaProducer(_client_properties(
-        spark, bootstrap, {"acks": "all", "enable.idempotence": "true", "key.serializer": ser, "value.serializer": ser}))
+class Producer:
+    """A Kafka producer in the session's JVM: ``send`` ``(topic, partition or None, timestamp_ms, key
+    bytes or None, value bytes or None)`` records, each with its own timestamp (a producer's clock,
+    late or not; None partition: by key), ``flush``, ``close``. ``properties``: more client settings."""
+
+    def __init__(self, spark, bootstrap: str, properties: dict[str, str] | None = None) -> None:
+        self._jvm = spark.sparkContext._jvm
+        ser = "org.apache.kafka.common.serialization.ByteArraySerializer"
+        self._producer = self._jvm.org.apache.kafka.clients.producer.KafkaProducer(_client_properties(
+            spark, bootstrap, {"acks": "all", "enable.idempotence": "true", "key.serializer": ser, "value.serializer": ser,
+                               **(properties or {})}))
+
+    def send(self, topic: str, partition: int | None, ts: int, key: bytes | None, value: bytes | None) -> None:
+        jvm = self._jvm
+        self._producer.send(jvm.org.apache.kafka.clients.producer.ProducerRecord(
+            topic, None if partition is None else jvm.java.lang.Integer(partition), jvm.java.lang.Long(ts),
+            None if key is None else bytearray(key), None if value is None else bytearray(value)))
+
+    def flush(self) -> None:
+        self._producer.flush()
+
+    def close(self) -> None:
+        self._producer.close()
+
+
+def send(spark, bootstrap: str, records, properties: dict[str, str] | None = None) -> int:
+    """Produce ``records`` (``Producer.send``'s tuples) and wait for the broker to have them."""
+    producer = Producer(spark, bootstrap, properties)
     n = 0
     try:
-        for topic, partition, ts, key, value in records:
-            producer.send(jvm.org.apache.kafka.clients.producer.ProducerRecord(
-                topic, None if partition is None else jvm.java.lang.Integer(partition), jvm.java.lang.Long(ts),
-                None if key is None else bytearray(key), None if value is None else bytearray(value)))
+        for record in records:
+            producer.send(*record)
             n += 1
         producer.flush()
     finally:

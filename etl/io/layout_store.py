@@ -25,13 +25,23 @@ def write_layout(cfg: EtlConfig, layout, suffix: str = "") -> Path:
     return write_atomic(cfg.meta_path / (LAYOUT_FILE + suffix), layout.to_json())
 
 
+def configured_layout(cfg: EtlConfig, kind: str = "range"):
+    """A layout of ``kind`` as the configuration lays one out (``n_part``, ``key_domain``)."""
+    return HashLayout(cfg.n_part) if kind == "hash" else SlotArray.even(cfg.key_domain, cfg.n_part)
+
+
+def stored_layout(cfg: EtlConfig):
+    """The warehouse's layout, or ``None`` before its first load (a reader never writes one)."""
+    path = cfg.meta_path / LAYOUT_FILE
+    return layout_from_json(path.read_text()) if path.exists() else None
+
+
 def load_layout(cfg: EtlConfig, kind: str = "range"):
     """The warehouse's layout; created from the configuration (of ``kind``) the first time."""
-    path = cfg.meta_path / LAYOUT_FILE
-    if path.exists():
-        return layout_from_json(path.read_text())
-    layout = HashLayout(cfg.n_part) if kind == "hash" else SlotArray.even(cfg.key_domain, cfg.n_part)
-    write_layout(cfg, layout)
+    layout = stored_layout(cfg)
+    if layout is None:
+        layout = configured_layout(cfg, kind)
+        write_layout(cfg, layout)
     return layout
 
 

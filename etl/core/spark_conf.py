@@ -180,6 +180,11 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, cfg.spark_shuffle_partitions)),
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "true",
+        # PySpark 4 records the Python call site of every Column and DataFrame call for its error
+        # messages: a walk of the Python stack and ~8 Py4J round trips each, 3.4 ms per F.col()
+        # here, most of a batch's driver time (docs/decisions/python-call-sites.md). With
+        # --verbose, errors name the Python line again.
+        "spark.python.sql.dataFrameDebugging.enabled": "true" if cfg.verbose else "false",
     }
     options = (JVM_OUTPUT_TO_STDERR, log_option(cfg), archive_option(cfg), cfg.spark_driver_java_options.strip())
     conf["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)

@@ -373,11 +373,13 @@ class Loader:
                 result.visible_s, result.applied_s = visible_at - logged, time.time() - logged
             else:
                 # The join's state answers for the batch from now on; the MERGEs come later (and
-                # say when in ``result``).
-                changes = key_map_changes(decided, self.segment_of).localCheckpoint(eager=True)
-                self.strategy.keys_committed(changes, summary["new_keys"])
-                self.tail.add(Logged(decided, changes, summary["segments"], summary["new_keys"], logged_at=logged,
-                                     result=result))
+                # say when in ``result``). Its changes are read from the held batch: the tail holds
+                # them combined with the earlier batches' (one Spark job, without adaptive execution).
+                changes = key_map_changes(decided, self.segment_of)
+                with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
+                    self.strategy.keys_committed(changes, summary["new_keys"])
+                    self.tail.add(Logged(decided, changes, summary["segments"], summary["new_keys"], logged_at=logged,
+                                         result=result))
                 deferred = True
         finally:
             if not deferred:

@@ -25,7 +25,7 @@ from etl.transforms.outcomes import combine_changes, key_map_on_read
 @dataclass
 class Logged:
     decided: DataFrame  # the batch's outcomes, held (a local checkpoint)
-    changes: DataFrame  # their key_map changes, held
+    changes: DataFrame  # their key_map changes (computed from ``decided``; the tail holds them combined)
     segments: list[int] | None
     new_keys: dict[int, int] | None
     logged_at: float = field(default_factory=time.time)
@@ -42,14 +42,13 @@ class LoggedTail:
 
     def add(self, logged: Logged) -> None:
         """A logged batch joins the tail; the tail's changes are combined with its (one small
-        aggregate of the two, held), not aggregated again from every batch's outcomes."""
+        aggregate of the two, held: one Spark job per batch), not aggregated again from every
+        batch's outcomes."""
         previous = self._changes
         self.batches.append(logged)
-        if previous is None:
-            self._changes = logged.changes
-            return
-        self._changes = combine_changes(previous, logged.changes).localCheckpoint(eager=True)
-        if previous is not self.batches[0].changes:
+        combined = logged.changes if previous is None else combine_changes(previous, logged.changes)
+        self._changes = combined.localCheckpoint(eager=True)
+        if previous is not None:
             previous.unpersist()
 
     def age_s(self) -> float:
@@ -89,7 +88,6 @@ class LoggedTail:
             self._changes.unpersist()
         for b in self.batches:
             b.decided.unpersist()
-            b.changes.unpersist()
         self.batches, self._changes = [], None
 
 

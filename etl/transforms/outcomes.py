@@ -89,15 +89,16 @@ def allocate_keys(classified: DataFrame, next_key: int) -> DataFrame:
     """Gives each new natural key one dense surrogate key, ``next_key`` upward, in arrival order.
 
     Exactly one update per new key has outcome ``new`` (its first), so numbering those rows
-    numbers the keys; every other update of the key takes the same number.
+    numbers the keys; every other update of the key takes the same number. Windows over the one
+    plan, not a join of the batch with its own new rows: a self-join plans the batch's join with
+    ``key_map`` twice (twice the table scans, broadcasts and Spark jobs per batch; issue 46).
     """
-    news = classified.where(F.col("outcome") == "new").select(*KEY, *ARRIVAL_ORDER)
-    numbered = news.select(
-        *KEY,
-        (F.lit(next_key) - 1 + F.row_number().over(Window.orderBy(*ARRIVAL_ORDER))).cast("long").alias("_new_key"),
-    )
+    is_new = F.col("outcome") == "new"
+    among_new = Window.partitionBy(is_new).orderBy(*ARRIVAL_ORDER)
+    numbered = F.when(is_new, F.lit(next_key) - 1 + F.row_number().over(among_new))
     return (
-        classified.join(numbered, list(KEY), "left")
+        classified.withColumn("_new_key", numbered.cast("long"))
+        .withColumn("_new_key", F.max("_new_key").over(Window.partitionBy(*KEY)))
         .withColumn("surrogate_key", F.coalesce(F.col("km_surrogate_key"), F.col("_new_key")))
         .drop("_new_key", "km_surrogate_key", "km_row_hash")
     )

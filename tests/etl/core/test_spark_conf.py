@@ -167,3 +167,11 @@ def test_no_archive_is_written_for_a_site_with_its_own_cds_options(tmp_path, mon
     class_archive(cfg).parent.mkdir(parents=True)
     class_archive(cfg).write_bytes(b"archive")
     assert make_class_archive(cfg) is None
+
+
+def test_python_call_sites_are_recorded_only_when_verbose():
+    """PySpark 4 records the Python line of every Column call for its error messages, ~8 Py4J
+    round trips each (docs/decisions/python-call-sites.md): off unless ``verbose``."""
+    key = "spark.python.sql.dataFrameDebugging.enabled"
+    assert spark_conf(EtlConfig())[key] == "false"
+    assert spark_conf(EtlConfig(verbose=True))[key] == "true"

@@ -10,6 +10,19 @@ def test_session_has_delta(spark):
     assert spark.range(3).count() == 3
 
 
+def test_the_session_records_no_python_call_sites_and_still_names_a_wrong_column(spark):
+    """Built from the product's settings (not ``verbose``), the session skips PySpark's per-call
+    stack walk (docs/decisions/python-call-sites.md); an analysis error still names the column."""
+    from pyspark.errors import AnalysisException
+    from pyspark.errors.utils import is_debugging_enabled
+    from pyspark.sql import functions as F
+
+    assert spark.conf.get("spark.python.sql.dataFrameDebugging.enabled") == "false"
+    assert is_debugging_enabled() is False
+    with pytest.raises(AnalysisException, match="no_such_column"):
+        spark.range(1).select(F.col("no_such_column")).collect()
+
+
 def test_sql_settings_hold_for_the_block_and_are_put_back(spark):
     key, unset = "spark.sql.adaptive.enabled", "spark.sql.shuffle.partitions.test.unset"
     before = spark.conf.get(key)

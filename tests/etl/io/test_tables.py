@@ -18,6 +18,30 @@ def test_tables_are_created_once_with_their_schema_and_partitioning(spark, cfg):
     assert detail.partitionColumns == ["segment_id"]
 
 
+def test_a_checked_warehouse_is_not_read_again_but_a_table_removed_since_is_made_again(spark, cfg):
+    """``ensure`` on a warehouse it has checked skips reading every table's schema (a marker named
+    by the schemas); a table whose directory went since, or a marker of other schemas, is not
+    taken on trust."""
+    import shutil
+
+    assert set(ensure_tables(spark, cfg)) == set(TABLES)
+    markers = list(cfg.meta_path.glob("tables-checked-*"))
+    assert len(markers) == 1
+    shutil.rmtree(cfg.warehouse_path / "key_map")
+    assert ensure_tables(spark, cfg) == ["key_map"]
+    assert read(spark, cfg, "key_map").schema.fieldNames() == TABLES["key_map"].schema.fieldNames()
+    # Another version's marker, and a ledger made before it carried the measurements: checked again.
+    from delta.tables import DeltaTable
+    from pyspark.sql.types import StructType
+
+    markers[0].rename(cfg.meta_path / "tables-checked-0000000000000000")
+    shutil.rmtree(cfg.warehouse_path / "batch_ledger")
+    ledger = TABLES["batch_ledger"].schema
+    DeltaTable.createIfNotExists(spark).location(cfg.table_path("batch_ledger")).addColumns(StructType(ledger.fields[:8])).execute()
+    assert ensure_tables(spark, cfg) == []
+    assert read(spark, cfg, "batch_ledger").schema.fieldNames() == ledger.fieldNames()
+
+
 def ledger_row(i: int, **metrics) -> dict:
     from datetime import datetime, timezone
 

@@ -31,15 +31,17 @@ class DeltaTables(Tables):
 
     def ensure(self) -> list[str]:
         """As ``Tables.ensure``. On a local warehouse whose every table this version has made or
-        checked before (a marker named by the tables' schemas, in ``meta_root``) and still has its
-        Delta log, a few directory checks: reading each table's schema again took 0.5-0.7 s at
-        every command's and every load's start."""
+        checked before (a marker in the warehouse's own directory, named by the tables' schemas:
+        a warehouse restored from an older copy brings back its own markers) and whose tables still
+        have a Delta log, a few directory checks: reading each table's schema again took 0.5-0.7 s
+        at every command's and every load's start."""
         if self.cfg.warehouse_on_object_store:
             return super().ensure()
         self.cfg.warehouse_path.mkdir(parents=True, exist_ok=True)
-        checked = self.cfg.meta_path / f"tables-checked-{self._schemas_digest()}"
-        if checked.exists() and all((self.cfg.warehouse_path / name / "_delta_log").is_dir() for name in tables(self.entity)):
+        checked = self.cfg.warehouse_path / f".tables-checked-{self._schemas_digest()}"
+        if checked.exists() and all(_has_commits(self.cfg.warehouse_path / name) for name in tables(self.entity)):
             return []
+        checked.unlink(missing_ok=True)  # a creation cut short leaves no marker behind
         created = super().ensure()
         checked.touch()
         return created
@@ -140,10 +142,17 @@ class DeltaTables(Tables):
         return table.is_dir() and any(table.rglob("*.parquet"))
 
 
+def _has_commits(table: Path) -> bool:
+    log = table / "_delta_log"
+    return log.is_dir() and any(log.glob("*.json"))
+
+
 def _holds_at_least(directory: Path, size: int) -> bool:
     """Whether a local table's directory holds ``size`` bytes, an upper bound of the table's size:
     a file listing takes milliseconds, where Delta's ``detail()`` took 0.6-0.7 s a table at every
     run's start."""
+    if size <= 0:
+        return True
     total = 0
     for f in directory.rglob("*"):
         if f.is_file():

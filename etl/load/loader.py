@@ -355,12 +355,17 @@ class Loader:
         # Decided once and held: the log and both MERGEs see the same rows without reading the
         # log back (a recomputation after the key_map MERGE would decide against the new state).
         # Held lazily: the batch's summary, its first action, stores it in the same Spark job.
-        decided = resolve(joined, next_key, self.cfg.entity_model.append_only).select(
-            "*",
-            F.lit(run_key).alias("run_key"),
-            F.lit(batch_seq).cast("long").alias("batch_seq"),
-            F.lit(batch_index).alias("batch_index"),
-        ).localCheckpoint(eager=False)
+        # Planned without adaptive execution, as the commit: with it every query stage is a Spark
+        # job (13 jobs a steady deferred batch instead of 8), and the batch's left join with
+        # key_map may only broadcast key_map, which adaptive execution re-plans only after both
+        # sides were shuffled (docs/decisions/commit-without-adaptive-execution.md).
+        with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
+            decided = resolve(joined, next_key, self.cfg.entity_model.append_only).select(
+                "*",
+                F.lit(run_key).alias("run_key"),
+                F.lit(batch_seq).cast("long").alias("batch_seq"),
+                F.lit(batch_index).alias("batch_index"),
+            ).localCheckpoint(eager=False)
         deferred = False
         try:
             step, logged, summary = self._log(run_key, batch_index, batch_seq, started, next_key, decided)

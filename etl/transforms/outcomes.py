@@ -94,7 +94,8 @@ def allocate_keys(classified: DataFrame, next_key: int) -> DataFrame:
     ``key_map`` twice (twice the table scans, broadcasts and Spark jobs per batch; issue 46).
     """
     is_new = F.col("outcome") == "new"
-    among_new = Window.partitionBy(is_new).orderBy(*ARRIVAL_ORDER)
+    # The new rows numbered in one partition; the others (most of a steady batch) spread by key.
+    among_new = Window.partitionBy(F.when(~is_new, F.col("natural_key"))).orderBy(*ARRIVAL_ORDER)
     numbered = F.when(is_new, F.lit(next_key) - 1 + F.row_number().over(among_new))
     return (
         classified.withColumn("_new_key", numbered.cast("long"))

@@ -18,23 +18,28 @@ def test_tables_are_created_once_with_their_schema_and_partitioning(spark, cfg):
     assert detail.partitionColumns == ["segment_id"]
 
 
-def test_a_checked_warehouse_is_not_read_again_but_a_table_removed_since_is_made_again(spark, cfg):
-    """``ensure`` on a warehouse it has checked skips reading every table's schema (a marker named
-    by the schemas); a table whose directory went since, or a marker of other schemas, is not
-    taken on trust."""
+def test_a_checked_warehouse_is_not_read_again_but_a_table_removed_since_is_made_again(spark, cfg, monkeypatch):
+    """``ensure`` on a warehouse it has checked skips reading every table's schema (a marker in the
+    warehouse, named by the schemas); a table whose directory went since, or a marker of other
+    schemas (another version's, or a warehouse restored from an older copy), is not taken on trust."""
     import shutil
 
+    from delta.tables import DeltaTable
+    from pyspark.sql.types import StructType
+
+    from etl.io.delta_tables import DeltaTables
+
     assert set(ensure_tables(spark, cfg)) == set(TABLES)
-    markers = list(cfg.meta_path.glob("tables-checked-*"))
+    markers = list(cfg.warehouse_path.glob(".tables-checked-*"))
     assert len(markers) == 1
+    with monkeypatch.context() as m:  # checked: no table is looked at again
+        m.setattr(DeltaTables, "_create", lambda self, table: pytest.fail(f"{table.name} checked again"))
+        assert ensure_tables(spark, cfg) == []
     shutil.rmtree(cfg.warehouse_path / "key_map")
     assert ensure_tables(spark, cfg) == ["key_map"]
     assert read(spark, cfg, "key_map").schema.fieldNames() == TABLES["key_map"].schema.fieldNames()
     # Another version's marker, and a ledger made before it carried the measurements: checked again.
-    from delta.tables import DeltaTable
-    from pyspark.sql.types import StructType
-
-    markers[0].rename(cfg.meta_path / "tables-checked-0000000000000000")
+    markers[0].rename(cfg.warehouse_path / ".tables-checked-0000000000000000")
     shutil.rmtree(cfg.warehouse_path / "batch_ledger")
     ledger = TABLES["batch_ledger"].schema
     DeltaTable.createIfNotExists(spark).location(cfg.table_path("batch_ledger")).addColumns(StructType(ledger.fields[:8])).execute()

@@ -344,6 +344,15 @@ class Loader:
 
     def _commit(self, run_key: str, batch_index: int, joined, started: float, kept: dict | None = None,
                 apply_now: bool = False) -> BatchResult:
+        """Decide, log and apply (or defer) one released batch, without adaptive execution: with it
+        every query stage is a Spark job (13 jobs a steady deferred batch instead of 8), and the
+        batch's left join with key_map may only broadcast key_map, which adaptive execution
+        re-plans only after both sides were shuffled (docs/decisions/commit-without-adaptive-execution.md)."""
+        with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
+            return self._commit_batch(run_key, batch_index, joined, started, kept, apply_now)
+
+    def _commit_batch(self, run_key: str, batch_index: int, joined, started: float, kept: dict | None,
+                      apply_now: bool) -> BatchResult:
         if self._lock is not None:
             self._lock.verify()  # fencing: never commit after the lock was taken from us
         last_seq, next_key = self.ledger.state()
@@ -355,17 +364,12 @@ class Loader:
         # Decided once and held: the log and both MERGEs see the same rows without reading the
         # log back (a recomputation after the key_map MERGE would decide against the new state).
         # Held lazily: the batch's summary, its first action, stores it in the same Spark job.
-        # Planned without adaptive execution, as the commit: with it every query stage is a Spark
-        # job (13 jobs a steady deferred batch instead of 8), and the batch's left join with
-        # key_map may only broadcast key_map, which adaptive execution re-plans only after both
-        # sides were shuffled (docs/decisions/commit-without-adaptive-execution.md).
-        with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
-            decided = resolve(joined, next_key, self.cfg.entity_model.append_only).select(
-                "*",
-                F.lit(run_key).alias("run_key"),
-                F.lit(batch_seq).cast("long").alias("batch_seq"),
-                F.lit(batch_index).alias("batch_index"),
-            ).localCheckpoint(eager=False)
+        decided = resolve(joined, next_key, self.cfg.entity_model.append_only).select(
+            "*",
+            F.lit(run_key).alias("run_key"),
+            F.lit(batch_seq).cast("long").alias("batch_seq"),
+            F.lit(batch_index).alias("batch_index"),
+        ).localCheckpoint(eager=False)
         deferred = False
         try:
             step, logged, summary = self._log(run_key, batch_index, batch_seq, started, next_key, decided)
@@ -379,12 +383,11 @@ class Loader:
             else:
                 # The join's state answers for the batch from now on; the MERGEs come later (and
                 # say when in ``result``). Its changes are read from the held batch: the tail holds
-                # them combined with the earlier batches' (one Spark job, without adaptive execution).
+                # them combined with the earlier batches' (one Spark job).
                 changes = key_map_changes(decided, self.segment_of)
-                with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
-                    self.strategy.keys_committed(changes, summary["new_keys"])
-                    self.tail.add(Logged(decided, changes, summary["segments"], summary["new_keys"], logged_at=logged,
-                                         result=result))
+                self.strategy.keys_committed(changes, summary["new_keys"])
+                self.tail.add(Logged(decided, changes, summary["segments"], summary["new_keys"], logged_at=logged,
+                                     result=result))
                 deferred = True
         finally:
             if not deferred:
@@ -409,23 +412,23 @@ class Loader:
         self.tail.clear()
 
     def _log(self, run_key: str, batch_index: int, batch_seq: int, started: float, next_key: int, decided):
-        """The batch's write-ahead commit: its ledger row with its counts, delays and outcomes."""
-        with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
-            # The delays are measured to the commit, known only after the pass that computes the
-            # batch: that pass splits the arrivals at its own start (etl.core.delays.Arrivals).
-            summary = summarise_outcomes(decided, self.segment_of, cut_s=time.time())
-            logged = time.time()
-            arrivals = summary["arrivals"]
-            if not arrivals.split_as_at(logged):
-                arrivals = arrivals_at(decided, logged)
-            delays = batch_delays(logged, arrivals)
-            step = Step(
-                run_key, batch_index, batch_seq, self.strategy.name, started, logged, next_key,
-                updates_in=summary["n"], counts=summary["counts"],
-                delay_avg_s=delays.avg_s, delay_p99_s=delays.p99_s, clock_skew=delays.clock_skew,
-                sequence_conflicts=summary["sequence_conflicts"],
-            )
-            self.ledger.record(step, self.strategy.stats(), outcomes=decided)
+        """The batch's write-ahead commit: its ledger row with its counts, delays and outcomes (under
+        ``_commit``'s settings)."""
+        # The delays are measured to the commit, known only after the pass that computes the
+        # batch: that pass splits the arrivals at its own start (etl.core.delays.Arrivals).
+        summary = summarise_outcomes(decided, self.segment_of, cut_s=time.time())
+        logged = time.time()
+        arrivals = summary["arrivals"]
+        if not arrivals.split_as_at(logged):
+            arrivals = arrivals_at(decided, logged)
+        delays = batch_delays(logged, arrivals)
+        step = Step(
+            run_key, batch_index, batch_seq, self.strategy.name, started, logged, next_key,
+            updates_in=summary["n"], counts=summary["counts"],
+            delay_avg_s=delays.avg_s, delay_p99_s=delays.p99_s, clock_skew=delays.clock_skew,
+            sequence_conflicts=summary["sequence_conflicts"],
+        )
+        self.ledger.record(step, self.strategy.stats(), outcomes=decided)
         return step, logged, summary
 
     def _apply(self, outcomes, segments: list[int] | None = None, new_keys: dict[int, int] | None = None,

@@ -21,6 +21,9 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # C1 alone gets a 48 MB code cache: `etl stream` filled it once, and the JVM disabled its compiler
 # and said so on stdout, in front of the command's JSON. The usual 240 MB.
 os.environ.setdefault("ETL_SPARK_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
+# ... and interprets its expressions instead of compiling them: 0.85x the time of a cold `etl run`
+# of two batches (docs/decisions/driver-codegen-for-tests.md). The results do not depend on it.
+os.environ.setdefault("ETL_SPARK_CODEGEN", "false")
 
 
 
@@ -35,16 +38,15 @@ def spark(tmp_path_factory):
     # The classes it loads, and from where, logged for tests/etl/io/test_spark.py (the class-data archive).
     root = tmp_path_factory.mktemp("spark-base")
     base = EtlConfig(warehouse_root=str(root), spark_shuffle_partitions=2, spark_driver_memory="4g",
-                     spark_packages=kafka_package(),
+                     spark_packages=kafka_package(), spark_codegen=False,
                      spark_driver_java_options=f"-Xlog:class+load=info:file={root / 'classes.log'}")
     # The drivers' class-data archive is set-up's, unless the JDK or the venv changed since (a minute then).
     make_class_archive(base.replace(spark_driver_java_options=""))
     session = build_spark_session(base, app_name="etl-tests", master="local[2]")
-    # Test data is a few hundred rows: compiling generated code and re-planning stages costs more
-    # than it saves (test_partitioned.py: 0.77x the time; docs/decisions/test-session-execution.md).
-    # The results do not depend on either; the jobs the tests start as processes keep the defaults.
-    session.conf.set("spark.sql.codegen.wholeStage", "false")
-    session.conf.set("spark.sql.codegen.factoryMode", "NO_CODEGEN")
+    # Test data is a few hundred rows: compiling generated code (spark_codegen above, as for the
+    # tests' processes) and re-planning stages cost more than they save (test_partitioned.py: 0.77x
+    # the time; docs/decisions/test-session-execution.md). The results do not depend on either;
+    # the jobs the tests start as processes keep adaptive execution.
     session.conf.set("spark.sql.adaptive.enabled", "false")
     yield session
     session.stop()

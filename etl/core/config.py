@@ -56,6 +56,10 @@ class EtlConfig:
     # Extra JVM options of the driver (spark.driver.extraJavaOptions); empty: none. Short jobs on
     # small data run faster with "-XX:TieredStopAtLevel=1" (docs/decisions/driver-jit-for-tests.md); the tests use it.
     spark_driver_java_options: str = ""
+    # Spark SQL's generated code (whole-stage and expression codegen). Off: expressions are
+    # interpreted, which a short job on small data in a cold driver does sooner than compiling
+    # them (the tests' subprocesses: docs/decisions/driver-codegen-for-tests.md); on in production.
+    spark_codegen: bool = True
     # Maven coordinates of the Delta jar; empty means "derive from the installed delta-spark".
     delta_package: str = ""
     # Maven coordinates of Spark's Kafka source; empty: the one of the installed pyspark. Fetched

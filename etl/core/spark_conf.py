@@ -156,6 +156,11 @@ def log_option(cfg: EtlConfig) -> str:
     return "" if cfg.verbose else f"-Dlog4j2.configurationFile={QUIET_LOG4J.resolve().as_uri()}"
 
 
+# Spark SQL without generated code (setting ``spark_codegen = false``): whole-stage codegen off and
+# expressions, projections and encoders interpreted instead of compiled by Janino.
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
 def spark_conf(cfg: EtlConfig) -> dict[str, str]:
     """Every Spark setting the jobs need, except the master (a connection's business under Airflow)."""
     jars = recorded_jars(cfg)
@@ -186,6 +191,8 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
         # --verbose, errors name the Python line again.
         "spark.python.sql.dataFrameDebugging.enabled": "true" if cfg.verbose else "false",
     }
+    if not cfg.spark_codegen:
+        conf.update(INTERPRETED)
     options = (JVM_OUTPUT_TO_STDERR, log_option(cfg), archive_option(cfg), cfg.spark_driver_java_options.strip())
     conf["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)
     return conf

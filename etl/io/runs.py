@@ -69,11 +69,15 @@ def check_no_overlap(spark, cfg: EtlConfig, interval: Interval, known: set[str] 
     raise OverlappingRunError(f"interval {interval.run_key} overlaps the interval {other}: {hint}")
 
 
-def run_owner(spark, cfg: EtlConfig, run_key: str, layout_kind: str | None = None) -> str | None:
-    """The strategy that started loading ``run_key``, or ``None`` if it has not started."""
-    rows = read(spark, cfg, "batch_ledger").where(f"run_key = '{run_key}'").select("strategy").distinct().collect()
-    if rows:
-        return rows[0][0]
+def run_owner(spark, cfg: EtlConfig, run_key: str, layout_kind: str | None = None,
+              ledger_rows: list[dict] | None = None) -> str | None:
+    """The strategy that started loading ``run_key``, or ``None`` if it has not started.
+    ``ledger_rows``: the run's ledger rows, when the caller has read them."""
+    if ledger_rows is None:
+        rows = read(spark, cfg, "batch_ledger").where(f"run_key = '{run_key}'").select("strategy").distinct().collect()
+        ledger_rows = [{"strategy": r[0]} for r in rows]
+    if ledger_rows:
+        return ledger_rows[0]["strategy"]
     snap = snapshot_runs(cfg).get(run_key)
     if snap:
         return snap
@@ -82,16 +86,19 @@ def run_owner(spark, cfg: EtlConfig, run_key: str, layout_kind: str | None = Non
     return None
 
 
-def run_finished(spark, cfg: EtlConfig, run_key: str) -> bool:
+def run_finished(spark, cfg: EtlConfig, run_key: str, ledger_rows: list[dict] | None = None) -> bool:
     """The run's end-of-run release (``flush``) is committed: nothing of it is pending."""
+    if ledger_rows is not None:
+        return any(r["batch_index"] == -1 for r in ledger_rows)  # the flush step (etl.load.results)
     return bool(read(spark, cfg, "batch_ledger").where(f"run_key = '{run_key}' AND batch_index = -1").limit(1).count())
 
 
-def check_owner(spark, cfg: EtlConfig, run_key: str, strategy: str, layout_kind: str | None = None) -> str | None:
+def check_owner(spark, cfg: EtlConfig, run_key: str, strategy: str, layout_kind: str | None = None,
+                ledger_rows: list[dict] | None = None) -> str | None:
     """The run's owner; ``RunOwnedByAnotherStrategy`` if it is another strategy and the run has
     work pending (a finished run may be rerun with any strategy: there is nothing left to do)."""
-    owner = run_owner(spark, cfg, run_key, layout_kind)
-    if owner is not None and owner != strategy and not run_finished(spark, cfg, run_key):
+    owner = run_owner(spark, cfg, run_key, layout_kind, ledger_rows)
+    if owner is not None and owner != strategy and not run_finished(spark, cfg, run_key, ledger_rows):
         i = Interval.from_run_key(run_key)
         raise RunOwnedByAnotherStrategy(
             f"run {run_key} was started with join strategy {owner!r}, not {strategy!r}: its pending updates "

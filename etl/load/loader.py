@@ -188,11 +188,9 @@ class Loader:
         the highest ``batch_seq`` on ``key_map``, and the rest are not. The last logged batch is
         probed first (data skipping reads only the files that can hold its mark): applied, the
         common case, that is all; otherwise one aggregate of ``key_map`` says where applying stopped."""
-        logged = self.ledger.table().where((F.col("batch_seq") > 0) & (F.col("updates_in") > 0))
-        last = logged.orderBy(F.col("batch_seq").desc()).limit(1).collect()
-        if not last:
+        last = self.ledger.last_logged()
+        if last is None:
             return []
-        last = last[0].asDict()
         if self._marked("key_map", last["batch_seq"]):
             if (last["matched"] or 0) + (last["new"] or 0) and not self._marked(self.cfg.entity_model.table, last["batch_seq"]):
                 # A version before 2026-11-27 merged key_map first and was cut short before the
@@ -200,7 +198,8 @@ class Loader:
                 return [last]
             return []
         applied_through = self.tables.read("key_map").agg(F.max("updated_batch_seq")).first()[0] or 0
-        return [r.asDict() for r in logged.where(F.col("batch_seq") > applied_through).orderBy("batch_seq").collect()]
+        logged = self.ledger.table().where((F.col("batch_seq") > applied_through) & (F.col("updates_in") > 0))
+        return [r.asDict() for r in logged.orderBy("batch_seq").collect()]
 
     def _marked(self, table: str, batch_seq: int) -> bool:
         return bool(self.tables.read(table).where(F.col("updated_batch_seq") == batch_seq).limit(1).count())
@@ -252,7 +251,7 @@ class Loader:
         self.tables.ensure()
         with LoadLock(self.cfg.meta_path, f"load of {interval.run_key}", self.cfg.lock_stale_seconds) as lock:
             self._lock = lock
-            self.ledger.forget()  # others may have loaded since this loader last held the lock
+            self.ledger.forget(interval.run_key)  # others may have loaded since this loader last held the lock
             try:
                 self._prepare(interval.run_key)
                 return body()
@@ -266,7 +265,8 @@ class Loader:
             result.inferred_members, result.reference_lookups = self.references.counting()
         owner = None
         if not self._continuing:
-            owner = check_owner(self.spark, self.cfg, interval.run_key, self.strategy.name, self.layout.kind)
+            owner = check_owner(self.spark, self.cfg, interval.run_key, self.strategy.name, self.layout.kind,
+                                self.ledger.rows(interval.run_key))
             result.recovered_batches = len(self.recover())
             check_no_overlap(self.spark, self.cfg, interval)
         ingested = self.tables.read("ingested_updates").where(f"run_key = '{interval.run_key}'")

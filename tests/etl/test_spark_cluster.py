@@ -107,8 +107,11 @@ class Cluster:
 
 
 def job_env(cfg) -> dict[str, str]:
+    # Spark SQL's generated code as in production (the tests' other processes interpret:
+    # docs/decisions/driver-codegen-for-tests.md): the job on the cluster is the product's, unchanged.
     return {"ETL_WAREHOUSE_ROOT": cfg.warehouse_root, "ETL_LANDING_ROOT": cfg.landing_root, "ETL_GX_ROOT": cfg.gx_root,
-            "ETL_RUNS_ROOT": cfg.runs_root, "ETL_KEY_DOMAIN": str(cfg.key_domain), "ETL_SPARK_SHUFFLE_PARTITIONS": "2"}
+            "ETL_RUNS_ROOT": cfg.runs_root, "ETL_KEY_DOMAIN": str(cfg.key_domain), "ETL_SPARK_SHUFFLE_PARTITIONS": "2",
+            "ETL_SPARK_CODEGEN": "true"}
 
 
 def submit(cfg, master: str, interval: Interval, extra_conf: dict[str, str], log: Path) -> None:

@@ -6,6 +6,7 @@ from etl.core.config import EtlConfig, load_config
 from etl.core.spark_conf import (
     DELTA_CATALOG,
     DELTA_EXTENSION,
+    INTERPRETED,
     JVM_OUTPUT_TO_STDERR,
     QUIET_LOG4J,
     delta_package,
@@ -175,3 +176,12 @@ def test_python_call_sites_are_recorded_only_when_verbose():
     key = "spark.python.sql.dataFrameDebugging.enabled"
     assert spark_conf(EtlConfig())[key] == "false"
     assert spark_conf(EtlConfig(verbose=True))[key] == "true"
+
+
+def test_spark_sql_interprets_instead_of_generating_code_only_when_told():
+    """``spark_codegen = false`` (the tests' processes: docs/decisions/driver-codegen-for-tests.md)
+    turns both code generators off; the product's default keeps Spark's own."""
+    assert not set(INTERPRETED) & set(spark_conf(EtlConfig()))
+    off = spark_conf(load_config(env={"ETL_SPARK_CODEGEN": "false"}))
+    assert {k: off[k] for k in INTERPRETED} == {"spark.sql.codegen.wholeStage": "false",
+                                                 "spark.sql.codegen.factoryMode": "NO_CODEGEN"}

@@ -21,8 +21,8 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # C1 alone gets a 48 MB code cache: `etl stream` filled it once, and the JVM disabled its compiler
 # and said so on stdout, in front of the command's JSON. The usual 240 MB.
 os.environ.setdefault("ETL_SPARK_DRIVER_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
-# ... and interprets its expressions instead of compiling them: 0.85x the time of a cold `etl run`
-# of two batches (docs/decisions/driver-codegen-for-tests.md). The results do not depend on it.
+# ... and interprets its expressions instead of compiling them: a cold `etl run`
+# of two batches, 0.86x (docs/decisions/driver-codegen-for-tests.md). The results do not depend on it.
 os.environ.setdefault("ETL_SPARK_CODEGEN", "false")
 
 

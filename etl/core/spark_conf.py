@@ -157,8 +157,11 @@ def log_option(cfg: EtlConfig) -> str:
 
 
 # Spark SQL without generated code (setting ``spark_codegen = false``): whole-stage codegen off and
-# expressions, projections and encoders interpreted instead of compiled by Janino.
+# expressions, projections and encoders interpreted instead of compiled by Janino (``factoryMode``
+# is a setting Spark calls internal: docs/decisions/driver-codegen-for-tests.md). On: Spark's
+# defaults, written out, so that a spark-submit's conf and its driver's session agree.
 INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+GENERATED = {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
 
 
 def spark_conf(cfg: EtlConfig) -> dict[str, str]:
@@ -191,8 +194,7 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
         # --verbose, errors name the Python line again.
         "spark.python.sql.dataFrameDebugging.enabled": "true" if cfg.verbose else "false",
     }
-    if not cfg.spark_codegen:
-        conf.update(INTERPRETED)
+    conf.update(GENERATED if cfg.spark_codegen else INTERPRETED)
     options = (JVM_OUTPUT_TO_STDERR, log_option(cfg), archive_option(cfg), cfg.spark_driver_java_options.strip())
     conf["spark.driver.extraJavaOptions"] = " ".join(o for o in options if o)
     return conf

@@ -265,6 +265,7 @@ class Loader:
             result.inferred_members, result.reference_lookups = self.references.counting()
         owner = None
         if not self._continuing:
+            self.ledger.facts()  # one read of what the checks and the recovery below ask of the ledger
             owner = check_owner(self.spark, self.cfg, interval.run_key, self.strategy.name, self.layout.kind,
                                 self.ledger.rows(interval.run_key))
             result.recovered_batches = len(self.recover())

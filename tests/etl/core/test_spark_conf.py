@@ -180,8 +180,11 @@ def test_python_call_sites_are_recorded_only_when_verbose():
 
 def test_spark_sql_interprets_instead_of_generating_code_only_when_told():
     """``spark_codegen = false`` (the tests' processes: docs/decisions/driver-codegen-for-tests.md)
-    turns both code generators off; the product's default keeps Spark's own."""
-    assert not set(INTERPRETED) & set(spark_conf(EtlConfig()))
+    turns both code generators off; on, Spark's own defaults are written out, so that a driver's
+    setting and its spark-submit's conf cannot disagree by omission."""
+    on = spark_conf(EtlConfig())
+    assert {k: on[k] for k in INTERPRETED} == {"spark.sql.codegen.wholeStage": "true",  # Spark's defaults, written
+                                                "spark.sql.codegen.factoryMode": "FALLBACK"}
     off = spark_conf(load_config(env={"ETL_SPARK_CODEGEN": "false"}))
     assert {k: off[k] for k in INTERPRETED} == {"spark.sql.codegen.wholeStage": "false",
                                                  "spark.sql.codegen.factoryMode": "NO_CODEGEN"}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import functions as F
 
-from etl.io.runs import check_owner, run_finished, run_owner
+from etl.io.runs import RunOwnedByAnotherStrategy, check_owner, run_finished, run_owner
 from etl.io.tables import open_tables
 from etl.load.ledger import Ledger
 from etl.load.results import FLUSH_STEP, NO_BATCH, Step
@@ -65,10 +65,27 @@ def test_the_run_s_rows_are_read_again_after_a_row_is_appended_and_say_its_owner
     rows = ledger.rows(A)
     assert run_owner(spark, cfg, A, None, rows) == run_owner(spark, cfg, A) == "meshjoin"
     assert run_finished(spark, cfg, A, rows) is run_finished(spark, cfg, A) is False
-    with pytest.raises(Exception, match="was started with join strategy 'meshjoin'"):
+    with pytest.raises(RunOwnedByAnotherStrategy, match="was started with join strategy 'meshjoin'"):
         check_owner(spark, cfg, A, "native", None, rows)
 
     ledger.record(step(A, FLUSH_STEP, NO_BATCH, 5, strategy="meshjoin"), JoinStats())
     rows = ledger.rows(A)
     assert run_finished(spark, cfg, A, rows) is run_finished(spark, cfg, A) is True
     assert check_owner(spark, cfg, A, "native", None, rows) == "meshjoin"  # finished: any strategy may rerun it
+
+
+@pytest.mark.memory_tables
+def test_a_loader_taking_the_lock_again_sees_what_another_loader_appended_meanwhile(spark, cfg):
+    tables = open_tables(spark, cfg)
+    mine, other = Ledger(tables), Ledger(tables)
+    mine.forget(A)
+    mine.facts()
+    assert mine.rows(A) == [] and mine.state() == (0, 1)
+    other.forget(A)
+    other.record(step(A, 0, 1, 1, updates_in=3, new=3), JoinStats())  # another loader, between two locks of mine
+
+    mine.forget(A)  # the lock taken again
+    assert mine.state() == (1, 4)  # the narrow read, as the always-on loader's steady call makes
+    assert [r["batch_seq"] for r in mine.rows(A)] == [1]
+    mine.facts()
+    assert mine.last_logged()["batch_seq"] == 1 and [r["batch_seq"] for r in mine.rows(A)] == [1]

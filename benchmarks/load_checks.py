@@ -56,7 +56,7 @@ def one(mode: str) -> None:
         last = table.where((F.col("batch_seq") > 0) & (F.col("updates_in") > 0)).orderBy(F.col("batch_seq").desc()).limit(1).collect()
         last = last[0].asDict() if last else None
     else:
-        ledger.forget(run_key)
+        ledger.facts(run_key)
         rows = ledger.rows(run_key)
         owner = run_owner(spark, cfg, run_key, None, rows)
         last = ledger.last_logged()

@@ -31,33 +31,30 @@ class Ledger:
         self.spark = tables.spark
         self.cfg = tables.cfg
         self._state: tuple[int, int] | None = None
-        self._run_key: str | None = None
         self._facts: LedgerFacts | None = None
 
-    def forget(self, run_key: str | None = None) -> None:
-        """Others may have loaded since this loader last held the lock: read the state again, with
-        the rows of ``run_key`` (the run this lock is held for) in the same read."""
-        self._state = None
-        self._run_key, self._facts = run_key, None
+    def forget(self) -> None:
+        """Others may have loaded since this loader last held the lock: read the state again."""
+        self._state = self._facts = None
 
-    def facts(self) -> "LedgerFacts":
+    def facts(self, run_key: str | None = None) -> "LedgerFacts":
         """What a load call that starts or resumes a run asks of the ledger before its first batch,
         in one aggregate (one Spark job): the state, the last logged batch and the rows of the run
-        the lock is held for. Four reads before, ~0.4 s each on a small warm warehouse and seconds
+        ``run_key``. Four reads before, ~0.4 s each on a small warm warehouse and seconds
         in a cold driver, paid by every scheduled run (issue 44). It scans every row, as the reads
         it replaces did; the always-on loader's steady calls ask only for the state and the run's
         rows, by narrower reads (``state``, ``rows``). Dropped when a row is appended or the lock
         is taken again."""
-        if self._facts is None:
+        if self._facts is None or self._facts.run_key != run_key:
             t = self.table()
             row = F.struct(*[F.col(c) for c in t.columns])
             logged = (F.col("batch_seq") > 0) & (F.col("updates_in") > 0)
-            of_run = F.col("run_key") == F.lit(self._run_key) if self._run_key is not None else F.lit(False)
+            of_run = F.col("run_key") == F.lit(run_key) if run_key is not None else F.lit(False)
             got = t.agg(F.max("batch_seq"), F.max("next_surrogate_key"),
                         F.max_by(F.when(logged, row), F.when(logged, F.col("batch_seq"))),
                         F.collect_list(F.when(of_run, row))).first()
             state = (int(got[0] or 0), int(got[1] or 1))
-            self._facts = LedgerFacts(self._run_key, state, got[2].asDict() if got[2] is not None else None,
+            self._facts = LedgerFacts(run_key, state, got[2].asDict() if got[2] is not None else None,
                                       [r.asDict() for r in got[3]])
             if self._state is None:
                 self._state = state
@@ -84,7 +81,7 @@ class Ledger:
 
     def last_logged(self) -> dict | None:
         """The ledger row of the last batch that logged updates (without its outcomes), or ``None``."""
-        return self.facts().last_logged
+        return (self._facts or self.facts()).last_logged
 
     def record(self, step, stats: JoinStats, outcomes=None) -> None:
         """The step's ``batch_ledger`` row, with its measurements and, for a batch, its decided

@@ -251,7 +251,7 @@ class Loader:
         self.tables.ensure()
         with LoadLock(self.cfg.meta_path, f"load of {interval.run_key}", self.cfg.lock_stale_seconds) as lock:
             self._lock = lock
-            self.ledger.forget(interval.run_key)  # others may have loaded since this loader last held the lock
+            self.ledger.forget()  # others may have loaded since this loader last held the lock
             try:
                 self._prepare(interval.run_key)
                 return body()
@@ -265,7 +265,7 @@ class Loader:
             result.inferred_members, result.reference_lookups = self.references.counting()
         owner = None
         if not self._continuing:
-            self.ledger.facts()  # one read of what the checks and the recovery below ask of the ledger
+            self.ledger.facts(interval.run_key)  # one read of what the checks and the recovery below ask of the ledger
             owner = check_owner(self.spark, self.cfg, interval.run_key, self.strategy.name, self.layout.kind,
                                 self.ledger.rows(interval.run_key))
             result.recovered_batches = len(self.recover())

@@ -33,8 +33,7 @@ def separate_reads(ledger: Ledger, run_key: str):
 def test_one_read_gives_the_state_the_last_logged_batch_and_the_run_s_rows(spark, cfg):
     tables = open_tables(spark, cfg)
     ledger = Ledger(tables)
-    ledger.forget(A)
-    assert ledger.facts() == (A, (0, 1), None, [])  # an empty warehouse
+    assert ledger.facts(A) == (A, (0, 1), None, [])  # an empty warehouse
 
     for s in (step(A, 0, 1, 1, updates_in=5, new=3), step(A, 1, NO_BATCH, 4),  # a step that released nothing
               step(B, 0, 2, 4, updates_in=2, new=2),
@@ -43,8 +42,7 @@ def test_one_read_gives_the_state_the_last_logged_batch_and_the_run_s_rows(spark
 
     for run_key in (A, B, "20261122T0120-20261122T0130"):
         fresh = Ledger(tables)
-        fresh.forget(run_key)
-        facts = fresh.facts()
+        facts = fresh.facts(run_key)
         state, last, rows = separate_reads(fresh, run_key)
         assert facts.state == fresh.state() == state == (3, 6)
         assert facts.last_logged == fresh.last_logged() == last
@@ -57,7 +55,7 @@ def test_one_read_gives_the_state_the_last_logged_batch_and_the_run_s_rows(spark
 def test_the_run_s_rows_are_read_again_after_a_row_is_appended_and_say_its_owner(spark, cfg):
     tables = open_tables(spark, cfg)
     ledger = Ledger(tables)
-    ledger.forget(A)
+    ledger.facts(A)
     assert ledger.rows(A) == [] and run_owner(spark, cfg, A, None, ledger.rows(A)) is None
     ledger.record(step(A, 0, 1, 1, updates_in=4, new=4, strategy="meshjoin"), JoinStats())
     assert [r["batch_seq"] for r in ledger.rows(A)] == [1]
@@ -78,14 +76,12 @@ def test_the_run_s_rows_are_read_again_after_a_row_is_appended_and_say_its_owner
 def test_a_loader_taking_the_lock_again_sees_what_another_loader_appended_meanwhile(spark, cfg):
     tables = open_tables(spark, cfg)
     mine, other = Ledger(tables), Ledger(tables)
-    mine.forget(A)
-    mine.facts()
+    mine.facts(A)
     assert mine.rows(A) == [] and mine.state() == (0, 1)
-    other.forget(A)
     other.record(step(A, 0, 1, 1, updates_in=3, new=3), JoinStats())  # another loader, between two locks of mine
 
-    mine.forget(A)  # the lock taken again
+    mine.forget()  # the lock taken again
     assert mine.state() == (1, 4)  # the narrow read, as the always-on loader's steady call makes
     assert [r["batch_seq"] for r in mine.rows(A)] == [1]
-    mine.facts()
+    mine.facts(A)
     assert mine.last_logged()["batch_seq"] == 1 and [r["batch_seq"] for r in mine.rows(A)] == [1]

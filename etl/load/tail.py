@@ -6,7 +6,7 @@ reads ``key_map`` through ``TailReads``, which merges the tail's changes over it
 (``transforms.outcomes.key_map_on_read``), and the strategies fold each logged batch into their
 in-memory state when it is logged, not when it is applied. The tail lives in this loader's memory
 only: whoever takes the load lock next applies every logged, unapplied batch from the log
-(``Loader.recover``), and a loader that finds ``key_map`` written by someone else since it last held
+(``CommitProtocol.recover``), and a loader that finds ``key_map`` written by someone else since it last held
 the lock drops its tail and is taken up again as after a restart (docs/decisions/coalesced-apply.md).
 """
 

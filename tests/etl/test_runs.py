@@ -36,7 +36,7 @@ def rows_of(spark, cfg, run_key: str) -> dict[str, int]:
 
 
 def die_after(loader: Loader, commits: int) -> None:
-    original, seen = loader._apply, {"n": 0}
+    original, seen = loader.protocol.apply, {"n": 0}
 
     def dying(*args, **kwargs):
         seen["n"] += 1
@@ -44,7 +44,7 @@ def die_after(loader: Loader, commits: int) -> None:
             raise RuntimeError("killed")
         return original(*args, **kwargs)
 
-    loader._apply = dying
+    loader.protocol.apply = dying
 
 
 @pytest.mark.memory_tables

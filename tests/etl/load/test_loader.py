@@ -198,7 +198,7 @@ def test_a_batch_cut_short_after_a_merge_ends_as_one_run_does(spark, cfg, tmp_pa
     MERGE changes nothing the second time); cut short after both (key_map's is the last), the
     batch is done and nothing is applied again. Either way the ledger has one row and every table
     equals an uninterrupted run's."""
-    import etl.load.loader as loader_module
+    import etl.load.protocol as protocol_module
 
     stream(cfg, duration_s=60, key_domain=50, duplicate_share=0.3)
     whole = cfg.replace(warehouse_root=str(tmp_path / "whole"), runs_root=str(tmp_path / "whole-runs"))
@@ -211,7 +211,7 @@ def test_a_batch_cut_short_after_a_merge_ends_as_one_run_does(spark, cfg, tmp_pa
         if p == point:
             raise RuntimeError(f"killed at {p}")
 
-    monkeypatch.setattr(loader_module, "crash_point", killed_at)
+    monkeypatch.setattr(protocol_module, "crash_point", killed_at)
     with pytest.raises(RuntimeError, match="killed"):
         jobs.load(spark, cfg, one)
     monkeypatch.undo()
@@ -225,9 +225,9 @@ def test_a_batch_cut_short_after_a_merge_ends_as_one_run_does(spark, cfg, tmp_pa
 
 def _killed_at(monkeypatch, point: str) -> None:
     """Raise at the ``n``-th passage of crash point ``name`` (``point`` is ``name`` or ``name:n``),
-    in the loader and the ledger, as a SIGKILL there would stop the load."""
+    in the commit protocol and the ledger, as a SIGKILL there would stop the load."""
     import etl.load.ledger as ledger_module
-    import etl.load.loader as loader_module
+    import etl.load.protocol as protocol_module
 
     name, _, nth = point.partition(":")
     seen = []
@@ -238,7 +238,7 @@ def _killed_at(monkeypatch, point: str) -> None:
             if len(seen) == int(nth or 1):
                 raise RuntimeError(f"killed at {point}")
 
-    for module in (loader_module, ledger_module):
+    for module in (protocol_module, ledger_module):
         monkeypatch.setattr(module, "crash_point", crash_point)
 
 
@@ -309,7 +309,7 @@ def test_a_batch_the_key_map_first_version_left_between_its_merges_is_applied_ag
     its last batch marked in key_map and not in the entity table it changes. Upgraded, the next
     load applies that batch again (the key_map MERGE changes nothing the second time) and the
     tables equal an uninterrupted run's."""
-    import etl.load.loader as loader_module
+    import etl.load.protocol as protocol_module
     from etl.transforms.outcomes import key_map_changes
 
     stream(cfg, duration_s=60, key_domain=50)
@@ -322,7 +322,7 @@ def test_a_batch_the_key_map_first_version_left_between_its_merges_is_applied_ag
         self.tables.merge_key_map(key_map_changes(outcomes, self.segment_of), segments)
         raise RuntimeError("killed after the key_map MERGE")
 
-    monkeypatch.setattr(loader_module.Loader, "_apply", key_map_first)
+    monkeypatch.setattr(protocol_module.CommitProtocol, "apply", key_map_first)
     with pytest.raises(RuntimeError, match="killed"):
         jobs.load(spark, cfg, one)
     monkeypatch.undo()
@@ -364,7 +364,7 @@ def test_a_logged_but_unapplied_batch_is_recovered_not_redecided(spark, cfg):
     stream(cfg, duration_s=60, key_domain=50)
     jobs.ingest(spark, cfg, Interval(T0, T0 + timedelta(minutes=1)))
     loader = Loader(spark, cfg)
-    loader._apply = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("killed after the log append"))
+    loader.protocol.apply = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("killed after the log append"))
     with pytest.raises(RuntimeError, match="killed"):
         loader.load(Interval(T0, T0 + timedelta(minutes=1)))
     assert read(spark, cfg, "key_map").count() == 0 and read(spark, cfg, "outcome_log").count() > 0
@@ -378,7 +378,7 @@ def test_a_logged_but_unapplied_batch_is_recovered_not_redecided(spark, cfg):
 def test_a_logged_batch_that_changes_no_current_row_is_known_applied_by_key_map(spark, cfg, monkeypatch):
     """A batch of duplicates only changes ``key_map`` (its arrival times), no current row: recovery
     knows whether it was applied from ``key_map``. Unapplied, it is applied again; applied, not."""
-    import etl.load.loader as loader_module
+    import etl.load.ledger as ledger_module
 
     first, second = Interval(T0, T0 + timedelta(minutes=1)), Interval(T0 + timedelta(minutes=1), T0 + timedelta(minutes=2))
     land(cfg, [good("1"), good("2")], minute=T0)
@@ -391,7 +391,7 @@ def test_a_logged_batch_that_changes_no_current_row_is_known_applied_by_key_map(
         if p == "load.logged":
             raise RuntimeError(f"killed at {p}")
 
-    monkeypatch.setattr(loader_module.Ledger, "record", _then(loader_module.Ledger.record, killed_at))
+    monkeypatch.setattr(ledger_module.Ledger, "record", _then(ledger_module.Ledger.record, killed_at))
     with pytest.raises(RuntimeError, match="killed"):
         jobs.load(spark, cfg, second)
     monkeypatch.undo()

@@ -39,7 +39,7 @@ def test_a_meshjoin_run_killed_mid_cycle_ends_with_the_same_tables(spark, seeded
     cfg = copy_of(seeded["range"], tmp_path, "killed")
     loader = Loader(spark, cfg, "meshjoin")
     applied = {"n": 0}
-    original = loader._apply
+    original = loader.protocol.apply
 
     def dying_apply(*args, **kwargs):
         applied["n"] += 1
@@ -47,7 +47,7 @@ def test_a_meshjoin_run_killed_mid_cycle_ends_with_the_same_tables(spark, seeded
             raise RuntimeError("killed in the middle of a cycle")
         return original(*args, **kwargs)
 
-    loader._apply = dying_apply
+    loader.protocol.apply = dying_apply
     with pytest.raises(RuntimeError, match="killed"):
         loader.load(SECOND)
     jobs.load(spark, cfg, SECOND, strategy="meshjoin")  # recover, rebuild the queue, go on

@@ -115,7 +115,7 @@ def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max
 
     loader = Loader(spark, cfg)
     commits = {"n": 0}
-    original = loader._apply
+    original = loader.protocol.apply
 
     def dying_apply(*args, **kwargs):
         commits["n"] += 1
@@ -123,7 +123,7 @@ def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max
             raise RuntimeError("killed in the middle of the run")
         return original(*args, **kwargs)
 
-    loader._apply = dying_apply
+    loader.protocol.apply = dying_apply
     with pytest.raises(RuntimeError, match="killed"):
         loader.load(FIRST)
     jobs.load(spark, cfg, FIRST)  # restart: recovers the logged batch, replays the policy, goes on
@@ -160,7 +160,7 @@ def test_block_granularity_groups_windows_by_backlog_and_survives_a_restart(spar
     assert_equals_oracle(spark, whole)
 
     loader = Loader(spark, cfg)
-    original, commits = loader._apply, {"n": 0}
+    original, commits = loader.protocol.apply, {"n": 0}
 
     def dying_apply(*args, **kwargs):
         commits["n"] += 1
@@ -168,7 +168,7 @@ def test_block_granularity_groups_windows_by_backlog_and_survives_a_restart(spar
             raise RuntimeError("killed in the middle of the run")
         return original(*args, **kwargs)
 
-    loader._apply = dying_apply
+    loader.protocol.apply = dying_apply
     with pytest.raises(RuntimeError, match="killed"):
         loader.load(FIRST)
     jobs.load(spark, cfg, FIRST)

@@ -5,7 +5,7 @@
 
 A ``customer_current`` table (the warehouse's schema, unpartitioned, one row per surrogate key)
 and one batch of changes: updates of existing keys spread over the whole table, as a stream's
-cold tail gives, and new keys. The loader's MERGE (``etl.load.loader``: keyed by ``surrogate_key``,
+cold tail gives, and new keys. The loader's MERGE (``etl.io.delta_merges``: keyed by ``surrogate_key``,
 guarded by ``updated_batch_seq``) runs on fresh copies of the table with and without
 ``delta.enableDeletionVectors``, alternately, ``--repeats`` times each. Without deletion vectors
 Delta rewrites every file holding a changed row (with keys spread out: nearly all of the table);

@@ -5,7 +5,7 @@
 
 A key_map-shaped Delta table partitioned by ``segment_id``; a batch of changes (half updates of
 existing keys, half new keys) in a few segments; the same MERGE with the loader's condition
-(``etl.load.loader.key_map_merge_condition``) and with the keys alone, alternately on fresh copies of
+(``etl.io.delta_merges.key_map_merge_condition``) and with the keys alone, alternately on fresh copies of
 the table, ``--repeats`` times each. Reports the median seconds of each and their ratio, and
 checks both give the same table."""
 

@@ -47,7 +47,7 @@ from etl.transforms.history import history_changes
 from etl.transforms.layout import segment_column
 from etl.transforms.outcomes import current_state_rows, key_map_changes, resolve
 
-log = logging.getLogger(__name__)
+logger = logging.getLogger(__name__)
 
 
 class CommitProtocol:
@@ -204,7 +204,7 @@ class CommitProtocol:
         pending = self.unapplied()
         if pending:
             seqs = [r["batch_seq"] for r in pending]
-            log.warning("recovering %d logged batch(es) %s from the log (runs %s)", len(seqs),
+            logger.warning("recovering %d logged batch(es) %s from the log (runs %s)", len(seqs),
                         seqs[0] if len(seqs) == 1 else f"{seqs[0]}-{seqs[-1]}", ", ".join(sorted({r["run_key"] for r in pending})))
             logged = self.tables.read("outcome_log").where(F.col("batch_seq").isin(seqs)).cache()
             try:
@@ -251,7 +251,7 @@ class CommitProtocol:
                 .select("run_key", "batch_index", "batch_seq").distinct().orderBy("batch_seq").collect())
 
     def _recover_older(self, row) -> BatchResult:
-        log.warning("recovering batch %s (run %s, batch %s) from an older outcome_log", row.batch_seq, row.run_key, row.batch_index)
+        logger.warning("recovering batch %s (run %s, batch %s) from an older outcome_log", row.batch_seq, row.run_key, row.batch_index)
         owner = run_owner(self.spark, self.cfg, row.run_key, self.layout.kind) or self.strategy.name
         logged = (self.tables.stored("outcome_log")
                   .where(f"run_key = '{row.run_key}' AND batch_seq = {row.batch_seq}").cache())

@@ -2,11 +2,13 @@
 
 A strategy receives the run's micro-batches in arrival order (``submit``) and hands back, when it
 decides, the updates it has joined with ``key_map``: the update columns plus ``km_surrogate_key``,
-``km_row_hash`` and ``km_last_source_seq`` (nulls where the key was not found). The loader then
-decides outcomes, allocates keys and commits; after each commit it calls ``keys_committed`` so a
-strategy holding parts of ``key_map`` in memory never serves a stale copy. ``flush`` releases
+``km_row_hash`` and ``km_last_source_seq`` (nulls where the key was not found). The commit
+protocol (``etl.load.protocol``) then decides outcomes, allocates keys and commits; after the
+``key_map`` MERGE (or at the write-ahead commit, when the MERGEs wait) it calls ``keys_committed``
+so a strategy holding parts of ``key_map`` in memory never serves a stale copy. ``flush`` releases
 whatever is still pending at the end of a run. Updates of one key must be released in arrival
-order; that is all the loader needs for exactness.
+order; that is all the loader needs for exactness. The order of every call: docs/architecture.md,
+"A strategy's calls".
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from etl.fresh import applied_through, fresh, register_fresh_views
 from etl.generator import StreamSpec, generate_stream
 from etl.io import memory_tables
 from etl.io.tables import read
-from etl.load.loader import Loader
+from etl.load.protocol import CommitProtocol
 from etl.quality.gate import run_load_gate
 from etl.quality.report import build_report
 from tests.helpers import (
@@ -113,7 +113,7 @@ def loaded(request, spark, tmp_path_factory):
             # Every batch logged and none applied, as a load killed after its last write-ahead
             # commit leaves it: read fresh (merge-on-read), then applied from the log by recovery.
             before = applied_through(spark, ahead)
-            with mock.patch.object(Loader, "apply_tail", lambda self: None):
+            with mock.patch.object(CommitProtocol, "apply_tail", lambda self: None):
                 jobs.load(spark, ahead, SEEDED_SECOND, strategy=strategy)
             assert applied_through(spark, ahead) == before  # logged, none applied
             views = register_fresh_views(spark, ahead)

@@ -14,7 +14,7 @@ from etl import jobs
 from etl.core.interval import Interval
 from etl.fresh import applied_through, fresh, register_fresh_views
 from etl.io.tables import read
-from etl.load.loader import Loader
+from etl.load.protocol import CommitProtocol
 from tests.helpers import T0, good, land
 
 FIRST, SECOND = Interval(T0, T0 + timedelta(minutes=1)), Interval(T0 + timedelta(minutes=1), T0 + timedelta(minutes=2))
@@ -36,7 +36,7 @@ def test_a_view_registered_before_the_apply_reads_the_applied_tables_after_it(sp
         jobs.ingest(spark, cfg, run)
     jobs.load(spark, cfg, FIRST)
     applied = applied_through(spark, cfg)
-    with mock.patch.object(Loader, "apply_tail", lambda self: None):  # as a kill after the last write-ahead commit
+    with mock.patch.object(CommitProtocol, "apply_tail", lambda self: None):  # as a kill after the last write-ahead commit
         assert jobs.load(spark, cfg, SECOND)["batches_committed"] == 3
     assert applied_through(spark, cfg) == applied
     names = {"customer_current": "customer_current_fresh", "key_map": "customer_key_map_fresh"}

@@ -12,7 +12,7 @@ from etl import jobs
 from etl.core.config import ConfigError
 from etl.core.interval import Interval
 from etl.entrypoints.cli import build_parser
-from etl.load.loader import Loader
+from etl.load.protocol import CommitProtocol
 from etl.show import format_rows, json_lines, listing, show
 from tests.helpers import T0, good, land
 
@@ -72,7 +72,7 @@ def test_after_a_load_show_prints_a_run_s_outcomes_rejects_and_keys(spark, cfg):
     stamps = {"event_ts": "2026-11-22T01:02:01Z", "arrival_ts": "2026-11-22T01:02:02Z"}
     land(cfg, [good("1", seq=3, attributes={"name": "C"}, **stamps), good("4", seq=1, **stamps)], minute=RUN.end)
     jobs.ingest(spark, cfg, later)
-    with mock.patch.object(Loader, "apply_tail", lambda self: None):
+    with mock.patch.object(CommitProtocol, "apply_tail", lambda self: None):
         jobs.load(spark, cfg.replace(apply_interval_seconds=3600), later)
 
     def names(**fresh):

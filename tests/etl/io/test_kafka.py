@@ -113,7 +113,7 @@ def test_the_properties_file_is_read_as_java_reads_it_and_its_errors_keep_its_se
 
 def test_java_reads_every_properties_file_as_we_do(spark):
     """The parser against the real java.util.Properties.load(Reader) (the driver's JVM): the pure
-    tests' files and 600 random ones, refused by both or read into the same properties."""
+    tests' files and 1,000 random ones, refused by both or read into the same properties."""
     from py4j.protocol import Py4JJavaError
     from pyspark.errors.exceptions.captured import CapturedException
 
@@ -121,11 +121,12 @@ def test_java_reads_every_properties_file_as_we_do(spark):
     # The properties Java read cross py4j as one JSON text (Spark's own Jackson): a round trip per
     # key and value took 56 ms a file, most of this test's 50 s in CI.
     as_json = jvm.com.fasterxml.jackson.databind.ObjectMapper()
+    properties, reader = jvm.java.util.Properties, jvm.java.io.StringReader
 
     def java(text: str):
-        props = jvm.java.util.Properties()
+        props = properties()
         try:
-            props.load(jvm.java.io.StringReader(text))
+            props.load(reader(text))
         except (Py4JJavaError, CapturedException):  # PySpark hands some Java exceptions back as its own
             return None
         return json.loads(as_json.writeValueAsString(props))
@@ -139,7 +140,7 @@ def test_java_reads_every_properties_file_as_we_do(spark):
     def crosses_py4j(props) -> bool:  # a lone surrogate (an escaped half of a pair) reaches Python as '?'
         return props is None or not any(0xD800 <= ord(c) <= 0xDFFF for kv in props.items() for part in kv for c in part)
 
-    # 1,000 random texts, four py4j round trips each (the parser was also checked against a
+    # 1,000 random texts, a few py4j round trips each (the parser was also checked against a
     # literal port of the JDK's code on 400,000 without a JVM).
     texts = [text for text, _ in CASES.values()] + random_texts(7, 1000)
     read = [(text, java(text), mine) for text in texts if crosses_py4j(mine := ours(text))]

@@ -228,3 +228,17 @@ class FakeClock:
 
     def sleep(self, seconds: float) -> None:
         self.now += timedelta(seconds=max(seconds, 0.001))
+
+
+def die_after(loader, applies: int, message: str = "killed") -> None:
+    """The ``loader``'s apply after its first ``applies`` raises, as a kill between a batch's
+    write-ahead commit and its MERGEs would stop the load there."""
+    original, seen = loader.protocol.apply, {"n": 0}
+
+    def dying(*args, **kwargs):
+        seen["n"] += 1
+        if seen["n"] > applies:
+            raise RuntimeError(message)
+        return original(*args, **kwargs)
+
+    loader.protocol.apply = dying

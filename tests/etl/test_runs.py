@@ -18,7 +18,7 @@ from etl.io.runs import LandingChanged, OverlappingRunError, RunOwnedByAnotherSt
 from etl.io.tables import read
 from etl.load.loader import Loader
 from etl.quality.gate import run_suites
-from tests.helpers import deterministic_tables, good, land
+from tests.helpers import deterministic_tables, die_after, good, land
 from tests.processes import settings_json
 from warehouse.schemas import TABLES
 
@@ -33,18 +33,6 @@ def rows_of(spark, cfg, run_key: str) -> dict[str, int]:
         if "run_key" in table.schema.fieldNames():
             out[name] = read(spark, cfg, name).where(f"run_key = '{run_key}'").count()
     return out
-
-
-def die_after(loader: Loader, commits: int) -> None:
-    original, seen = loader.protocol.apply, {"n": 0}
-
-    def dying(*args, **kwargs):
-        seen["n"] += 1
-        if seen["n"] > commits:
-            raise RuntimeError("killed")
-        return original(*args, **kwargs)
-
-    loader.protocol.apply = dying
 
 
 @pytest.mark.memory_tables

@@ -9,7 +9,7 @@ from etl.io.layout_store import load_layout
 from etl.io.tables import read
 from etl.load.loader import Loader
 from tests.helpers import SEEDED_SECOND as SECOND
-from tests.helpers import copy_of, deterministic_tables
+from tests.helpers import copy_of, deterministic_tables, die_after
 
 
 def test_meshjoin_cycles_over_k_segments_and_drains_its_queue(spark, loaded):
@@ -38,16 +38,8 @@ def test_meshjoin_twice_on_the_same_input_gives_identical_tables(spark, seeded, 
 def test_a_meshjoin_run_killed_mid_cycle_ends_with_the_same_tables(spark, seeded, loaded, tmp_path):
     cfg = copy_of(seeded["range"], tmp_path, "killed")
     loader = Loader(spark, cfg, "meshjoin")
-    applied = {"n": 0}
-    original = loader.protocol.apply
-
-    def dying_apply(*args, **kwargs):
-        applied["n"] += 1
-        if applied["n"] == 2:  # the second release: one batch applied, the later ones still mid-cycle
-            raise RuntimeError("killed in the middle of a cycle")
-        return original(*args, **kwargs)
-
-    loader.protocol.apply = dying_apply
+    # The second release: one batch applied, the later ones still mid-cycle.
+    die_after(loader, 1, "killed in the middle of a cycle")
     with pytest.raises(RuntimeError, match="killed"):
         loader.load(SECOND)
     jobs.load(spark, cfg, SECOND, strategy="meshjoin")  # recover, rebuild the queue, go on

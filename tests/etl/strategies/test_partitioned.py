@@ -12,7 +12,7 @@ from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
 from etl.io.tables import read
 from etl.load.loader import Loader
-from tests.helpers import assert_equals_oracle
+from tests.helpers import assert_equals_oracle, die_after
 from warehouse.schemas import TABLES
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
@@ -114,16 +114,7 @@ def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max
     jobs.load(spark, whole, FIRST)
 
     loader = Loader(spark, cfg)
-    commits = {"n": 0}
-    original = loader.protocol.apply
-
-    def dying_apply(*args, **kwargs):
-        commits["n"] += 1
-        if commits["n"] == 3:
-            raise RuntimeError("killed in the middle of the run")
-        return original(*args, **kwargs)
-
-    loader.protocol.apply = dying_apply
+    die_after(loader, 2, "killed in the middle of the run")
     with pytest.raises(RuntimeError, match="killed"):
         loader.load(FIRST)
     jobs.load(spark, cfg, FIRST)  # restart: recovers the logged batch, replays the policy, goes on
@@ -160,15 +151,7 @@ def test_block_granularity_groups_windows_by_backlog_and_survives_a_restart(spar
     assert_equals_oracle(spark, whole)
 
     loader = Loader(spark, cfg)
-    original, commits = loader.protocol.apply, {"n": 0}
-
-    def dying_apply(*args, **kwargs):
-        commits["n"] += 1
-        if commits["n"] == 3:
-            raise RuntimeError("killed in the middle of the run")
-        return original(*args, **kwargs)
-
-    loader.protocol.apply = dying_apply
+    die_after(loader, 2, "killed in the middle of the run")
     with pytest.raises(RuntimeError, match="killed"):
         loader.load(FIRST)
     jobs.load(spark, cfg, FIRST)

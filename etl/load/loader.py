@@ -48,7 +48,6 @@ class Loader:
         self.spec = registry.spec(strategy_name or cfg.join_strategy)
         # The four steps of a batch, for the strategy and layout settled under the lock (``_use``).
         self.protocol = CommitProtocol(spark, cfg, self.tables)
-        self.ledger, self.tail = self.protocol.ledger, self.protocol.tail
         # The run ``load_ready`` left open, and the ledger's last batch_seq then: its strategy state
         # is kept for the next call while nobody else has loaded and the layout is the same.
         self._open_run: tuple[str, int] | None = None
@@ -61,6 +60,15 @@ class Loader:
         # committed to) before its own join: each served by a session of its own.
         self.references = (References(cfg, {n: Loader(spark, cfg.for_entity(n)) for n in cfg.entity_model.dimensions})
                            if cfg.entity_model.is_fact else None)
+
+    # The protocol's, read through: the session and the protocol never hold two copies.
+    @property
+    def ledger(self):
+        return self.protocol.ledger
+
+    @property
+    def tail(self):
+        return self.protocol.tail
 
     @property
     def strategy(self):

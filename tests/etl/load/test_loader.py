@@ -19,7 +19,7 @@ from etl.generator import StreamSpec, generate_stream
 from etl.io.spark import sql_settings
 from etl.io.tables import read
 from etl.load.loader import Loader, OverlappingRunError
-from tests.helpers import copy_of, deterministic_tables, good, land
+from tests.helpers import copy_of, deterministic_tables, die_after, good, land
 from warehouse.schemas import DETERMINISTIC_TABLES, TABLES
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
@@ -364,7 +364,7 @@ def test_a_logged_but_unapplied_batch_is_recovered_not_redecided(spark, cfg):
     stream(cfg, duration_s=60, key_domain=50)
     jobs.ingest(spark, cfg, Interval(T0, T0 + timedelta(minutes=1)))
     loader = Loader(spark, cfg)
-    loader.protocol.apply = lambda *a, **k: (_ for _ in ()).throw(RuntimeError("killed after the log append"))
+    die_after(loader, 0, "killed after the log append")
     with pytest.raises(RuntimeError, match="killed"):
         loader.load(Interval(T0, T0 + timedelta(minutes=1)))
     assert read(spark, cfg, "key_map").count() == 0 and read(spark, cfg, "outcome_log").count() > 0

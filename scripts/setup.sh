@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create the virtual environment, install the pinned dependencies, let Spark fetch the Delta jars
-# once (recorded for every later driver), write the drivers' class-data archive and fetch the
+# once (recorded for every later driver), compile the local file system's class (with the JDK's
+# javac, when there is one), write the drivers' class-data archive and fetch the
 # scripts and styles of the Data Docs (npm registry). Safe to run again.
 set -euo pipefail
 venv=${1:-.venv}
@@ -34,8 +35,8 @@ echo "==> creating $venv with $($python --version)"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 echo "==> installing pinned dependencies (about a minute with a warm pip cache)"
 "$venv/bin/python" -m pip install --quiet -c constraints.txt -e '.[dev]'
-echo "==> starting Spark once to fetch the Delta jars and write the drivers' class-data archive (about a minute)"
-mkdir -p var; if ! SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1} "$venv/bin/python" -m etl.io.spark > var/setup-spark.log 2>&1; then cat var/setup-spark.log >&2; echo "error: Spark could not start (log above, also in var/setup-spark.log)" >&2; exit 1; fi; grep -E "class-data archive|is ready" var/setup-spark.log || true
+echo "==> starting Spark once to fetch the Delta jars, compile the local file system's class and write the drivers' class-data archive (about a minute)"
+mkdir -p var; if ! SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1} "$venv/bin/python" -m etl.io.spark > var/setup-spark.log 2>&1; then cat var/setup-spark.log >&2; echo "error: Spark could not start (log above, also in var/setup-spark.log)" >&2; exit 1; fi; grep -E "class-data archive|local file system|no javac|is ready" var/setup-spark.log || true
 # Data Docs offline: GX's pages load their scripts and styles from CDNs; fetch the same files once
 # from the npm registry (docs/decisions/offline-data-docs.md). Quiet when they are there; a failure
 # is reported and set-up goes on (Data Docs then keep their CDN links).

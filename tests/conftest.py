@@ -30,7 +30,7 @@ os.environ.setdefault("ETL_SPARK_CODEGEN", "false")
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     from etl.core.spark_conf import kafka_package
-    from etl.io.spark import build_spark_session, make_class_archive
+    from etl.io.spark import build_spark_session, make_class_archive, make_local_fs_jar
 
     # 4g: one JVM holds the whole suite's several hundred Delta tables (their logs' cached states)
     # and broadcasts; at 2g the suite ran out of heap once the declared entities' tests were added.
@@ -40,7 +40,9 @@ def spark(tmp_path_factory):
     base = EtlConfig(warehouse_root=str(root), spark_shuffle_partitions=2, spark_driver_memory="4g",
                      spark_packages=kafka_package(), spark_codegen=False,
                      spark_driver_java_options=f"-Xlog:class+load=info:file={root / 'classes.log'}")
-    # The drivers' class-data archive is set-up's, unless the JDK or the venv changed since (a minute then).
+    # The local file system's class and the drivers' class-data archive are set-up's, unless the
+    # source, the JDK or the venv changed since (seconds, then a minute).
+    make_local_fs_jar(base)
     make_class_archive(base.replace(spark_driver_java_options=""))
     session = build_spark_session(base, app_name="etl-tests", master="local[2]")
     # Test data is a few hundred rows: compiling generated code (spark_codegen above, as for the

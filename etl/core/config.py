@@ -77,6 +77,11 @@ class EtlConfig:
     # Start drivers from a class-data archive of Spark's classes (JVM CDS) that set-up writes under
     # spark_jars_dir: a cold driver is ready ~9 s sooner on 2 cores. docs/decisions/class-data-archive.md
     spark_class_archive: bool = True
+    # Local files (file:// warehouses, Spark's own) without a process per call: Hadoop without its
+    # native library runs `chmod` and `readlink` as processes, ~18 ms each, 8 per Delta commit. On:
+    # a small class that set-up compiles (etl/io/jvm, javac) does both in the JVM instead; without
+    # a JDK's javac, drivers run as before. docs/decisions/local-files-without-a-shell.md
+    spark_local_fs_nio: bool = True
 
     # --- Kafka (docs/sources.md; the topics are the model's, the cluster is the site's) ---
     kafka_bootstrap_servers: str = ""  # host:port,host:port

@@ -100,7 +100,9 @@ def class_archive(cfg: EtlConfig) -> Path | None:
         # jar of the class path (pyspark's), by size and time; Delta's version for its own classes.
         builds = [_build_of(p) for p in (jdk / "lib" / "server" / "libjvm.so", jdk / "lib" / "server" / "classes.jsa", java)]
         jars = sorted((pyspark_dir / "jars").glob("*.jar"))
-        key = "|".join([str(java), *builds, str(pyspark_dir), metadata.version("pyspark"),
+        # The local file system's jar leads the driver's class path when it is there (local_fs_conf).
+        lead = local_fs_conf(cfg).get("spark.driver.extraClassPath", "")
+        key = "|".join([str(java), *builds, str(pyspark_dir), metadata.version("pyspark"), lead,
                         metadata.version("delta-spark"), *(f"{j.name}:{_build_of(j)}" for j in jars)])
     except (OSError, ValueError, ImportError, metadata.PackageNotFoundError):
         return None
@@ -114,6 +116,37 @@ def _build_of(path: Path) -> str:
     except FileNotFoundError:
         return "-"
     return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+# Hadoop's local file system, without a process per chmod and per readlink (setting
+# spark_local_fs_nio; docs/decisions/local-files-without-a-shell.md).
+LOCAL_FS_SOURCE = Path(__file__).resolve().parent.parent / "io" / "jvm" / "NioLocalFileSystem.java"
+LOCAL_FS_CLASS = "activedw.hadoop.NioLocalFileSystem"
+
+
+def local_fs_jar(cfg: EtlConfig) -> Path | None:
+    """The jar set-up compiles from ``LOCAL_FS_SOURCE`` for this pyspark's Hadoop: a file per
+    source and pyspark, so an edited source or another Hadoop is compiled anew. ``None``: off."""
+    if not cfg.spark_local_fs_nio:
+        return None
+    try:
+        key = f"{LOCAL_FS_SOURCE.read_bytes().hex()}|{metadata.version('pyspark')}"
+    except (OSError, metadata.PackageNotFoundError):
+        return None
+    return jars_root(cfg) / "local-fs" / f"nio-local-fs-{hashlib.sha256(key.encode()).hexdigest()[:16]}.jar"
+
+
+def local_fs_conf(cfg: EtlConfig) -> dict[str, str]:
+    """The two Hadoop settings that put the class in place of the local file system, when its jar
+    is there; nothing otherwise (Hadoop's own, as before). The jar goes on the class paths, not in
+    spark.jars: spark-submit reads the local file system before it loads any jar of spark.jars.
+    Executors of a cluster on other machines need the jar at the same path (or the setting off)."""
+    jar = local_fs_jar(cfg)
+    if jar is None or not jar.is_file():
+        return {}
+    return {"spark.driver.extraClassPath": str(jar), "spark.executor.extraClassPath": str(jar),
+            "spark.hadoop.fs.file.impl": LOCAL_FS_CLASS,
+            "spark.hadoop.fs.AbstractFileSystem.file.impl": f"{LOCAL_FS_CLASS}$Fs"}
 
 
 # A site's own CDS choice in spark_driver_java_options wins over the archive.
@@ -170,6 +203,7 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
     conf = {
         **({"spark.jars": ",".join(jars)} if jars else {"spark.jars.packages": packages(cfg),
                                                         "spark.jars.excludes": PACKAGE_EXCLUDES}),
+        **local_fs_conf(cfg),
         "spark.sql.extensions": DELTA_EXTENSION,
         "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
         "spark.driver.memory": cfg.spark_driver_memory,

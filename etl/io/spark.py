@@ -3,21 +3,33 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from etl.core.config import EtlConfig, load_config
-from etl.core.spark_conf import class_archive, jars_record, java_binary, own_cds_options, packages, spark_conf
+from etl.core.spark_conf import (
+    LOCAL_FS_SOURCE,
+    class_archive,
+    jars_record,
+    java_binary,
+    local_fs_jar,
+    own_cds_options,
+    packages,
+    spark_conf,
+)
 from etl.io.files import write_atomic
 
 
@@ -146,7 +158,8 @@ def make_class_archive(cfg: EtlConfig, again: bool = False, timeout: float = 900
     options = f"{cfg.spark_driver_java_options.strip()} -XX:ArchiveClassesAtExit={partial}".strip()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_GATEWAY_")}  # a driver of its own
     env.update(ETL_SPARK_CLASS_ARCHIVE="false", ETL_SPARK_DRIVER_JAVA_OPTIONS=options,
-               ETL_SPARK_JARS_DIR=cfg.spark_jars_dir, ETL_SPARK_JARS=cfg.spark_jars)
+               ETL_SPARK_JARS_DIR=cfg.spark_jars_dir, ETL_SPARK_JARS=cfg.spark_jars,
+               ETL_SPARK_LOCAL_FS_NIO=str(cfg.spark_local_fs_nio).lower())  # the class path it archives
     cause = ""
     try:
         archive.parent.mkdir(parents=True, exist_ok=True)
@@ -173,11 +186,44 @@ def make_class_archive(cfg: EtlConfig, again: bool = False, timeout: float = 900
     return None
 
 
+def make_local_fs_jar(cfg: EtlConfig, timeout: float = 300) -> Path | None:
+    """Compile ``etl.core.spark_conf.LOCAL_FS_SOURCE`` against this pyspark's Hadoop into
+    ``local_fs_jar(cfg)`` once, with the JDK's ``javac``. Best effort, as the class archive: without
+    a ``javac`` (a JRE only) or when it fails, drivers keep Hadoop's own local file system."""
+    jar = local_fs_jar(cfg)
+    if jar is None or jar.is_file():
+        return jar
+    java = java_binary()
+    javac = shutil.which("javac", path=str(java.parent)) if java is not None else None
+    javac = javac or shutil.which("javac")
+    spec = importlib.util.find_spec("pyspark")
+    if javac is None or spec is None or not spec.origin:
+        print("etl: no javac (a JDK's compiler) here: drivers keep Hadoop's local file system, which runs "
+              "chmod and readlink as processes (docs/decisions/local-files-without-a-shell.md)", file=sys.stderr)
+        return None
+    hadoop_jars = os.path.join(os.path.dirname(spec.origin), "jars", "*")
+    try:
+        jar.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=jar.parent) as tmp:
+            done = subprocess.run([javac, "--release", "17", "-nowarn", "-cp", hadoop_jars, "-d", tmp, str(LOCAL_FS_SOURCE)],
+                                  capture_output=True, text=True, timeout=timeout)
+            if done.returncode != 0:
+                raise OSError((done.stdout + done.stderr).strip()[-2000:] or f"javac exit status {done.returncode}")
+            partial = Path(tmp) / "classes.jar"
+            with zipfile.ZipFile(partial, "w") as out:
+                for cls in sorted(Path(tmp).rglob("*.class")):
+                    out.write(cls, cls.relative_to(tmp).as_posix())
+            os.replace(partial, jar)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        print(f"etl: could not compile {LOCAL_FS_SOURCE.name} ({exc}); drivers keep Hadoop's local file system",
+              file=sys.stderr)
+        return None
+    return jar
+
+
 def _archive_driver() -> None:
     """The driver whose JVM writes the archive: the calls every job makes, then a clean JVM exit
     (the archive is written as it exits; its exit status is this process's)."""
-    import tempfile
-
     from delta.tables import DeltaTable
 
     cfg = load_config()
@@ -211,6 +257,9 @@ def _prefetch(again: bool = False) -> None:
     spark = build_spark_session(cfg.replace(spark_master="local[1]"), app_name="etl-prefetch")
     spark.range(1).count()
     spark.stop()
+    jar = make_local_fs_jar(cfg)
+    if jar is not None:
+        print(f"local file system without a process per call: {jar}")
     started = time.monotonic()
     archive = make_class_archive(cfg, again=again)
     if archive is not None:

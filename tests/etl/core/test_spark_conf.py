@@ -188,3 +188,47 @@ def test_spark_sql_interprets_instead_of_generating_code_only_when_told():
     off = spark_conf(load_config(env={"ETL_SPARK_CODEGEN": "false"}))
     assert {k: off[k] for k in INTERPRETED} == {"spark.sql.codegen.wholeStage": "false",
                                                  "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+def test_drivers_use_the_local_file_system_without_processes_once_its_jar_is_compiled(tmp_path):
+    """Set-up compiles the class (etl.io.spark.make_local_fs_jar); from then on every driver, its
+    executors and spark-submit put it in place of Hadoop's local file system, on the class path
+    (spark-submit reads local paths before it loads spark.jars). Off, or not compiled: Hadoop's own."""
+    from etl.core.spark_conf import LOCAL_FS_CLASS, local_fs_jar
+
+    cfg = EtlConfig(spark_jars_dir=str(tmp_path / "jars"))
+    jar = local_fs_jar(cfg)
+    assert jar.parent == tmp_path / "jars" / "local-fs" and jar.suffix == ".jar"
+    assert not any("fs.file.impl" in k or "extraClassPath" in k for k in spark_conf(cfg))  # not compiled yet
+    jar.parent.mkdir(parents=True)
+    jar.write_bytes(b"jar")
+    conf = spark_conf(cfg)
+    assert conf["spark.hadoop.fs.file.impl"] == LOCAL_FS_CLASS
+    assert conf["spark.hadoop.fs.AbstractFileSystem.file.impl"] == f"{LOCAL_FS_CLASS}$Fs"
+    assert conf["spark.driver.extraClassPath"] == conf["spark.executor.extraClassPath"] == str(jar)
+    assert str(jar) not in conf.get("spark.jars", "")
+    off = load_config(env={"ETL_SPARK_LOCAL_FS_NIO": "false", "ETL_SPARK_JARS_DIR": str(tmp_path / "jars")})
+    assert local_fs_jar(off) is None
+    assert not any("fs.file.impl" in k or "extraClassPath" in k for k in spark_conf(off))
+
+
+def test_an_edited_local_file_system_source_is_compiled_anew(tmp_path, monkeypatch):
+    from etl.core import spark_conf as conf_module
+
+    cfg = EtlConfig(spark_jars_dir=str(tmp_path / "jars"))
+    before = conf_module.local_fs_jar(cfg)
+    edited = tmp_path / "NioLocalFileSystem.java"
+    edited.write_text(conf_module.LOCAL_FS_SOURCE.read_text() + "\n// edited\n")
+    monkeypatch.setattr(conf_module, "LOCAL_FS_SOURCE", edited)
+    assert conf_module.local_fs_jar(cfg) not in (before, None)
+
+
+def test_without_a_javac_drivers_keep_hadoop_s_local_file_system_and_set_up_says_why(tmp_path, monkeypatch, capsys):
+    from etl.io import spark as spark_module
+
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nowhere"))
+    monkeypatch.setenv("PATH", str(tmp_path / "nowhere"))
+    cfg = EtlConfig(spark_jars_dir=str(tmp_path / "jars"))
+    assert spark_module.make_local_fs_jar(cfg) is None
+    assert "no javac" in capsys.readouterr().err
+    assert "spark.hadoop.fs.file.impl" not in spark_conf(cfg)

@@ -90,3 +90,83 @@ def test_the_driver_logs_with_the_quiet_profile_whose_filters_log4j_accepted(spa
         assert found.getName() == logger and regex.getClass().getSimpleName() == "RegexFilter"
         assert str(regex) == f"useRaw=false, pattern={message}.*"
         assert (str(regex.getOnMatch()), str(regex.getOnMismatch())) == ("DENY", "NEUTRAL")
+
+
+def _processes_started() -> int:
+    """Processes started on this machine so far (Linux's counter)."""
+    with open("/proc/stat") as f:
+        return int(next(line for line in f if line.startswith("processes")).split()[1])
+
+
+def test_a_delta_commit_on_local_files_starts_no_chmod_or_readlink_process(spark, tmp_path):
+    """Hadoop without its native library runs `chmod` and `readlink` as processes: about 48 per
+    append of a small Delta table here, ~18 ms each. With the class set-up compiled in place of the
+    local file system, an append starts next to none (what else runs on the machine may add a few)
+    (docs/decisions/local-files-without-a-shell.md)."""
+    from etl.core.config import EtlConfig
+    from etl.core.spark_conf import LOCAL_FS_CLASS, local_fs_jar
+
+    assert local_fs_jar(EtlConfig()).is_file(), "not compiled: `python -m etl.io.spark` compiles it"
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    assert hadoop.get("fs.file.impl") == LOCAL_FS_CLASS
+    table = str(tmp_path / "t")
+    rows = spark.range(3).toDF("id")
+    rows.write.format("delta").save(table)
+    started = []
+    for _ in range(3):
+        before = _processes_started()
+        rows.write.format("delta").mode("append").save(table)
+        started.append(_processes_started() - before)
+    assert min(started) < 10, started
+    assert spark.read.format("delta").load(table).count() == 12
+
+
+def test_the_local_file_system_answers_as_hadoop_s_own(spark, tmp_path):
+    """The two calls it does in the JVM give what Hadoop's shell commands give: a created file's
+    permission (umask applied), a link reported as a link, a missing path as missing; and a rename
+    onto a log file that exists is refused, which is what keeps two Delta writers from both
+    committing one version."""
+    import os
+    import stat
+
+    from py4j.protocol import Py4JJavaError
+
+    jvm = spark.sparkContext._jvm
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    path = jvm.org.apache.hadoop.fs.Path
+    fs = path(f"file://{tmp_path}").getFileSystem(hadoop)
+    raw = fs.getRawFileSystem()
+    assert raw.getClass().getName().endswith("NioLocalFileSystem$Raw")
+
+    created = tmp_path / "made"
+    fs.create(path(f"file://{created}"), True).close()
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(created.stat().st_mode) == 0o666 & ~umask
+    raw.setPermission(path(f"file://{created}"), jvm.org.apache.hadoop.fs.permission.FsPermission(0o640))
+    assert stat.S_IMODE(created.stat().st_mode) == 0o640
+
+    # Whether a path is a link, as Hadoop's own RawLocalFileSystem answers (which, given a file:
+    # path, reads no link either): a file, a directory, a link, a dangling link, nothing.
+    hadoop_s = jvm.org.apache.hadoop.fs.RawLocalFileSystem()
+    hadoop_s.initialize(jvm.java.net.URI("file:///"), hadoop)
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "link").symlink_to(created)
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+
+    def link_status(fs, name):
+        try:
+            st = fs.getFileLinkStatus(path(f"file://{tmp_path / name}"))
+        except Py4JJavaError as exc:
+            return exc.java_exception.getClass().getName()
+        return st.getPath().toString(), st.isSymlink(), st.isDirectory(), st.getLen()
+
+    for name in ("made", "dir", "link", "dangling", "missing"):
+        assert link_status(raw, name) == link_status(hadoop_s, name), name
+    assert link_status(raw, "missing") == "java.io.FileNotFoundException"
+
+    log_store = jvm.io.delta.storage.HDFSLogStore(hadoop)
+    commit = path(f"file://{tmp_path / '00000000000000000000.json'}")
+    log_store.write(commit, jvm.java.util.Collections.singletonList("{}").iterator(), False, hadoop)
+    with pytest.raises(Py4JJavaError, match="FileAlreadyExistsException"):
+        log_store.write(commit, jvm.java.util.Collections.singletonList("{}").iterator(), False, hadoop)

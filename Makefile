@@ -6,7 +6,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .PHONY: setup demo demo-shop test test-gate test-pure test-fast test-spark test-e2e test-slow simulate benchmark benchmark-stream benchmark-targets benchmark-facts crash-matrix airflow-start airflow-stop clean
 
-$(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh
+$(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh etl/io/jvm/NioLocalFileSystem.java
 	@scripts/setup.sh $(VENV)
 
 setup: $(VENV)/.installed

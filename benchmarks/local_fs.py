@@ -65,6 +65,15 @@ def main(argv=None) -> int:
     base = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", ETL_LANDING_ROOT=str(work / "landing"),
                 ETL_MICRO_BATCH_SECONDS="600", ETL_KEY_DOMAIN="300", ETL_SPARK_SHUFFLE_PARTITIONS="2",
                 ETL_SPARK_MASTER="local[2]")
+    # Each mode's drivers from the class-data archive of their own class path (the jar leads it in
+    # one mode only): without, one mode would also measure starting without an archive.
+    from etl.core.config import load_config
+    from etl.io.spark import make_class_archive, make_local_fs_jar
+
+    for on in MODES.values():
+        cfg = load_config(env=dict(base, ETL_SPARK_LOCAL_FS_NIO=on))
+        make_local_fs_jar(cfg)
+        print(f"class-data archive ({'with' if on == 'true' else 'without'} the class): {make_class_archive(cfg)}", flush=True)
     drivers: dict[str, list[dict]] = {m: [] for m in MODES}
     runs: dict[str, list[float]] = {m: [] for m in MODES}
     for rep in range(args.repeats):

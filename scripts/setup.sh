@@ -8,7 +8,7 @@ venv=${1:-.venv}
 cd "$(dirname "$0")/.."
 
 if ! command -v java >/dev/null 2>&1 && [ ! -x "${JAVA_HOME:-/nonexistent}/bin/java" ]; then
-  echo "error: Java was not found. Spark needs Java 17 or newer: install it (e.g. 'apt-get install openjdk-17-jre-headless') or set JAVA_HOME." >&2
+  echo "error: Java was not found. Spark needs Java 17 or newer: install it (e.g. 'apt-get install openjdk-17-jdk-headless': a JDK, whose javac compiles one small class) or set JAVA_HOME." >&2
   exit 1
 fi
 java_major=$({ "${JAVA_HOME:+$JAVA_HOME/bin/}java" -version 2>&1 || true; } | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)

@@ -78,7 +78,7 @@ class EtlConfig:
     # spark_jars_dir: a cold driver is ready ~9 s sooner on 2 cores. docs/decisions/class-data-archive.md
     spark_class_archive: bool = True
     # Local files (file:// warehouses, Spark's own) without a process per call: Hadoop without its
-    # native library runs `chmod` and `readlink` as processes, ~18 ms each, 8 per Delta commit. On:
+    # native library runs `chmod` and `readlink` as processes, 48 per append to a small Delta table. On:
     # a small class that set-up compiles (etl/io/jvm, javac) does both in the JVM instead; without
     # a JDK's javac, drivers run as before. docs/decisions/local-files-without-a-shell.md
     spark_local_fs_nio: bool = True

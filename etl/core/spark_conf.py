@@ -100,9 +100,11 @@ def class_archive(cfg: EtlConfig) -> Path | None:
         # jar of the class path (pyspark's), by size and time; Delta's version for its own classes.
         builds = [_build_of(p) for p in (jdk / "lib" / "server" / "libjvm.so", jdk / "lib" / "server" / "classes.jsa", java)]
         jars = sorted((pyspark_dir / "jars").glob("*.jar"))
-        # The local file system's jar leads the driver's class path when it is there (local_fs_conf).
-        lead = local_fs_conf(cfg).get("spark.driver.extraClassPath", "")
-        key = "|".join([str(java), *builds, str(pyspark_dir), metadata.version("pyspark"), lead,
+        # The local file system's jar leads the driver's class path when it is there (local_fs_conf):
+        # its path, size and time, as the JVM checks them; nothing without it (the key of before).
+        lead_jar = local_fs_conf(cfg).get("spark.driver.extraClassPath", "")
+        lead = [f"{lead_jar}:{_build_of(Path(lead_jar))}"] if lead_jar else []
+        key = "|".join([str(java), *builds, str(pyspark_dir), metadata.version("pyspark"), *lead,
                         metadata.version("delta-spark"), *(f"{j.name}:{_build_of(j)}" for j in jars)])
     except (OSError, ValueError, ImportError, metadata.PackageNotFoundError):
         return None

@@ -4,8 +4,8 @@
  * Without Hadoop's native library (pyspark ships none), RawLocalFileSystem runs a shell command
  * for two calls Delta makes on every commit and Spark on every file it writes: `chmod` to set a
  * created file's or directory's permission, and `readlink` to ask whether a path is a link before
- * a rename (FileContext, which Delta's log store uses). About 18 ms each on these 2-core machines,
- * eight per Delta commit (docs/decisions/local-files-without-a-shell.md). Here both go through
+ * a rename (FileContext, which Delta's log store uses): 48 processes per append to a small Delta
+ * table (docs/decisions/local-files-without-a-shell.md). Here both go through
  * java.nio instead; everything else, the answers included, is Hadoop's own.
  *
  * Configured by etl.core.spark_conf (setting spark_local_fs_nio):

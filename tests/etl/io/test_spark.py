@@ -106,6 +106,10 @@ def test_a_delta_commit_on_local_files_starts_no_chmod_or_readlink_process(spark
     from etl.core.config import EtlConfig
     from etl.core.spark_conf import LOCAL_FS_CLASS, local_fs_jar
 
+    import shutil
+
+    if not local_fs_jar(EtlConfig()).is_file() and shutil.which("javac") is None:
+        pytest.skip("no javac here (a JRE only): drivers keep Hadoop's local file system, as documented")
     assert local_fs_jar(EtlConfig()).is_file(), "not compiled: `python -m etl.io.spark` compiles it"
     hadoop = spark.sparkContext._jsc.hadoopConfiguration()
     assert hadoop.get("fs.file.impl") == LOCAL_FS_CLASS
@@ -126,7 +130,6 @@ def test_the_local_file_system_answers_as_hadoop_s_own(spark, tmp_path):
     permission (umask applied), a link reported as a link, a missing path as missing; and a rename
     onto a log file that exists is refused, which is what keeps two Delta writers from both
     committing one version."""
-    import os
     import stat
 
     from py4j.protocol import Py4JJavaError
@@ -138,13 +141,19 @@ def test_the_local_file_system_answers_as_hadoop_s_own(spark, tmp_path):
     raw = fs.getRawFileSystem()
     assert raw.getClass().getName().endswith("NioLocalFileSystem$Raw")
 
+    context = jvm.org.apache.hadoop.fs.FileContext.getFileContext(jvm.java.net.URI(f"file://{tmp_path}"), hadoop)
+    assert context.getDefaultFileSystem().getClass().getName().endswith("NioLocalFileSystem$Fs")
+
+    # A created file gets Hadoop's default permission less Hadoop's umask (not the process's);
+    # set permissions land as asked, execute bits included.
     created = tmp_path / "made"
     fs.create(path(f"file://{created}"), True).close()
-    umask = os.umask(0)
-    os.umask(umask)
-    assert stat.S_IMODE(created.stat().st_mode) == 0o666 & ~umask
-    raw.setPermission(path(f"file://{created}"), jvm.org.apache.hadoop.fs.permission.FsPermission(0o640))
-    assert stat.S_IMODE(created.stat().st_mode) == 0o640
+    hadoop_umask = jvm.org.apache.hadoop.fs.permission.FsPermission.getUMask(hadoop).toShort()
+    assert stat.S_IMODE(created.stat().st_mode) == 0o666 & ~hadoop_umask
+    for mode in (0o640, 0o751, 0o124, 0o007):
+        raw.setPermission(path(f"file://{created}"), jvm.org.apache.hadoop.fs.permission.FsPermission(mode))
+        assert stat.S_IMODE(created.stat().st_mode) == mode, oct(mode)
+    raw.setPermission(path(f"file://{created}"), jvm.org.apache.hadoop.fs.permission.FsPermission(0o644))
 
     # Whether a path is a link, as Hadoop's own RawLocalFileSystem answers (which, given a file:
     # path, reads no link either): a file, a directory, a link, a dangling link, nothing.
@@ -165,8 +174,15 @@ def test_the_local_file_system_answers_as_hadoop_s_own(spark, tmp_path):
         assert link_status(raw, name) == link_status(hadoop_s, name), name
     assert link_status(raw, "missing") == "java.io.FileNotFoundException"
 
-    log_store = jvm.io.delta.storage.HDFSLogStore(hadoop)
-    commit = path(f"file://{tmp_path / '00000000000000000000.json'}")
-    log_store.write(commit, jvm.java.util.Collections.singletonList("{}").iterator(), False, hadoop)
+    # The rename a Delta commit ends with (HDFSLogStore: FileContext.rename without overwrite) is
+    # refused onto a commit file that exists: what keeps two writers from both taking a version.
+    commit = tmp_path / "00000000000000000000.json"
+    commit.write_text("{}\n")
+    (tmp_path / ".tmp.json").write_text("{}\n")
+    rename = jvm.org.apache.hadoop.fs.Options.Rename
+    none = [r for r in rename.values() if r.name() == "NONE"][0]
+    options = spark.sparkContext._gateway.new_array(rename, 1)
+    options[0] = none
     with pytest.raises(Py4JJavaError, match="FileAlreadyExistsException"):
-        log_store.write(commit, jvm.java.util.Collections.singletonList("{}").iterator(), False, hadoop)
+        context.rename(path(f"file://{tmp_path / '.tmp.json'}"), path(f"file://{commit}"), options)
+    assert commit.read_text() == "{}\n" and (tmp_path / ".tmp.json").exists()

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
+
+from benchmarks.scratch import SPAN, interval_env
 
 # The CLI with the background import replaced by one that does nothing (the "without" mode).
 WITHOUT = ("import sys, etl.quality.gate as gate\n"
@@ -33,19 +33,11 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None, help="write the result as JSON here too")
     args = parser.parse_args(argv)
 
-    from etl.generator import StreamSpec, generate_stream
-
     work = Path(tempfile.mkdtemp(prefix="gate-import-"))
-    start = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
-    generate_stream(StreamSpec(start=start, duration_s=600, rate=2, key_domain=2000, seed=5), work / "landing")
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", ETL_WAREHOUSE_ROOT=str(work / "warehouse"),
-               ETL_LANDING_ROOT=str(work / "landing"), ETL_GX_ROOT=str(work / "gx"), ETL_RUNS_ROOT=str(work / "runs"),
-               ETL_MICRO_BATCH_SECONDS="600", ETL_KEY_DOMAIN="2000", ETL_SPARK_SHUFFLE_PARTITIONS="2",
-               ETL_SPARK_MASTER="local[2]")
-    span = ["--start", "2026-11-22T01:00", "--end", "2026-11-22T01:10"]
-    subprocess.run([sys.executable, "-m", "etl.entrypoints.cli", "run", *span], env=env, check=True, capture_output=True)
-    commands = {"with-background-import": [sys.executable, "-m", "etl.entrypoints.cli", "validate", *span],
-                "without": [sys.executable, "-c", WITHOUT, "validate", *span]}
+    env = interval_env(work, key_domain=2000, seed=5)
+    subprocess.run([sys.executable, "-m", "etl.entrypoints.cli", "run", *SPAN], env=env, check=True, capture_output=True)
+    commands = {"with-background-import": [sys.executable, "-m", "etl.entrypoints.cli", "validate", *SPAN],
+                "without": [sys.executable, "-c", WITHOUT, "validate", *SPAN]}
     times: dict[str, list[float]] = {m: [] for m in commands}
     for rep in range(args.repeats):
         for mode, cmd in commands.items():

@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
+
+from benchmarks.scratch import SPAN, interval_env
 
 # One driver's measurements, printed as JSON (run by a fresh interpreter per mode and repeat).
 DRIVER = r'''
@@ -57,14 +57,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default=None, help="write the result as JSON here too")
     args = parser.parse_args(argv)
 
-    from etl.generator import StreamSpec, generate_stream
-
     work = Path(tempfile.mkdtemp(prefix="local-fs-"))
-    start = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
-    generate_stream(StreamSpec(start=start, duration_s=600, rate=2, key_domain=300, seed=9), work / "landing")
-    base = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", ETL_LANDING_ROOT=str(work / "landing"),
-                ETL_MICRO_BATCH_SECONDS="600", ETL_KEY_DOMAIN="300", ETL_SPARK_SHUFFLE_PARTITIONS="2",
-                ETL_SPARK_MASTER="local[2]")
+    base = interval_env(work, key_domain=300, seed=9)
     # Each mode's drivers from the class-data archive of their own class path (the jar leads it in
     # one mode only): without, one mode would also measure starting without an archive.
     from etl.core.config import load_config
@@ -87,8 +81,8 @@ def main(argv=None) -> int:
             roots = {f"ETL_{name.upper()}_ROOT": str(work / mode / name) for name in ("warehouse", "gx", "runs", "reports")}
             shutil.rmtree(work / mode, ignore_errors=True)
             t0 = time.monotonic()
-            subprocess.run([sys.executable, "-m", "etl.entrypoints.cli", "run", "--start", "2026-11-22T01:00",
-                            "--end", "2026-11-22T01:10"], env=dict(base, ETL_SPARK_LOCAL_FS_NIO=on, **roots),
+            subprocess.run([sys.executable, "-m", "etl.entrypoints.cli", "run", *SPAN],
+                           env=dict(base, ETL_SPARK_LOCAL_FS_NIO=on, **roots),
                            check=True, capture_output=True)
             runs[mode].append(round(time.monotonic() - t0, 1))
             print(f"repeat {rep + 1}/{args.repeats} {mode:6s} cold etl run {runs[mode][-1]} s", flush=True)

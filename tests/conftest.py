@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,10 +80,18 @@ def cfg(request, tmp_path: Path) -> EtlConfig:
         else:
             shutil.copytree(request.getfixturevalue("empty_warehouse"), config.warehouse_path)
     yield config
-    if in_memory:
-        from etl.io import memory_tables
 
-        memory_tables.forget_under(str(tmp_path))
+
+@pytest.fixture(autouse=True)
+def memory_tables_dropped(request):
+    """The in-memory tables a test kept under its ``tmp_path`` (its ``cfg`` marked
+    ``memory_tables``, a reference warehouse: ``tests.helpers.reference_in_memory``), dropped
+    after it."""
+    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    memory_tables = sys.modules.get("etl.io.memory_tables")
+    if tmp is not None and memory_tables is not None:
+        memory_tables.forget_under(str(tmp))
 
 
 @pytest.fixture

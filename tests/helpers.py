@@ -163,6 +163,17 @@ def deterministic_tables(spark, cfg, without_inferred: bool = False) -> dict:
             for name in deterministic(cfg.entity_model)}
 
 
+def reference_in_memory(cfg: EtlConfig, root: Path) -> EtlConfig:
+    """``cfg`` for a warehouse under ``root`` that a test loads in its own session only to compare
+    another with (the same job's runs one after the other): its tables in this process's memory
+    (``table_store = memory``), since Delta is not what such a reference claims, the warehouse it
+    is compared with stays on Delta, and every MERGE is held equal on both stores
+    (tests/etl/load/test_apply.py). About a third of the time of the same loads on Delta. The
+    ``memory_tables_dropped`` fixture (tests/conftest.py) drops it after the test."""
+    return cfg.replace(table_store="memory", warehouse_root=str(root / "warehouse"), runs_root=str(root / "runs"),
+                       gx_root=str(root / "gx"), reports_root=str(root / "reports"))
+
+
 def start_from(ingested: Path, root: Path) -> None:
     """A copy of the ingested warehouse (and its run summaries) under ``root``."""
     for part in ("warehouse", "runs"):

@@ -2,15 +2,14 @@
 of docs/model.md, ``ETL_MODEL_FILE=examples/shop/model.toml``, one load DAG per entity), then
 
 1. trigger the customer's load DAG through the REST API and read the report task's return value;
-2. ``airflow backfill create`` over the next interval, and check the warehouse equals what the
-   same intervals loaded one after the other by the job itself give (the scheduled runs' work);
-3. rerun a completed interval (clear it through the REST API): every table stays the same;
-4. let the always-on loader (``etl stream``) load the next interval, then trigger its DAG run:
+2. trigger the orders fact's run, then ``airflow backfill create`` the product's interval, and
+   check the product's warehouse equals what the job itself loads for it (the scheduled run's work);
+3. the fact's sensors held its run until both dimensions' runs of the interval reported; then it
+   loaded every order with their keys;
+4. rerun a completed interval (clear it through the REST API): every table stays the same;
+5. let the always-on loader (``etl stream``) load the next interval, then trigger its DAG run:
    it only validates and reports;
-5. trigger the data-quality report DAG: suites pass, the plot and windows are written;
-6. the orders fact's run, triggered before the product's backfill: its sensors hold it until both
-   dimensions' runs of the interval reported, then it loads every order with their keys (in
-   ``make test-slow`` while CI cannot afford it: issue 44);
+6. trigger the data-quality report DAG: suites pass, the plot and windows are written;
 
 and finally stop every process that was started. The cron scheduler is off
 (``use_job_schedule=False``) so that only the runs made here run."""
@@ -32,7 +31,13 @@ from etl.core.config import EtlConfig, load_config
 from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
 from etl.io.tables import read
-from tests.helpers import ROOT, assert_entity_equals_oracle, assert_equals_oracle, deterministic_tables
+from tests.helpers import (
+    ROOT,
+    assert_entity_equals_oracle,
+    assert_equals_oracle,
+    deterministic_tables,
+    reference_in_memory,
+)
 
 pytestmark = [pytest.mark.airflow, pytest.mark.e2e]
 DAY = "2026-11-20"
@@ -90,7 +95,9 @@ class Airflow:
             ETL_REPORT_SCHEDULE="*/30 * * * *",
             ETL_REPORT_WINDOW_SECONDS="600",
             ETL_REPORT_SLIDE_SECONDS="300",
-            ETL_DIMENSION_POKE_SECONDS="5",  # the fact's sensors ask often: a test waits for them
+            # The fact's sensors: every poke starts a task process (reschedule mode); at 5 s about
+            # forty of them ran beside the product's driver (143 s, the customer's first run 78).
+            ETL_DIMENSION_POKE_SECONDS="30",
         )
         self.script = str(ROOT / "scripts" / "airflow.sh")
         self.pid_file = tmp_path / "airflow" / "standalone.pid"
@@ -150,9 +157,9 @@ def airflow(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("standalone")
     af = Airflow(tmp)
     af.env["ETL_MODEL_FILE"] = str(MODEL)
-    # The customer's stream for three intervals (the load DAG's runs, a backfill, the stream's),
-    # the product's and the orders' for the first (the fact's run).
-    for entity, seconds in (("customer", 1800), ("product", 600), ("orders", 600)):
+    # The customer's stream for two intervals (the load DAG's run, the stream's), the product's
+    # and the orders' for the first (the backfill, the fact's run).
+    for entity, seconds in (("customer", 1200), ("product", 600), ("orders", 600)):
         cfg = af.etl_config(entity)
         generate_stream(StreamSpec(start=datetime.fromisoformat(f"{DAY}T10:00:00+00:00"), duration_s=seconds, rate=2,
                                    seed=9, sources=cfg.sources, key_domain=300),
@@ -207,36 +214,72 @@ def test_a_run_triggered_through_the_rest_api_succeeds_and_returns_its_summary(a
 
 
 def test_a_backfill_gives_the_warehouse_the_scheduled_runs_would(airflow, spark, tmp_path):
-    from etl import jobs
-
-    airflow.backfill(
-        "--dag-id", LOAD, "--from-date", f"{DAY}T10:10:00+00:00",
-        "--to-date", f"{DAY}T10:10:00+00:00", "--max-active-runs", "1",
-    )
-    runs = airflow.wait_until_finished(LOAD, 2)
+    """The product's interval of 10:00 through ``airflow backfill create``, the orders' run of the
+    same interval triggered first (its sensors hold it: the next test). The product's warehouse
+    equals the job's own run of the interval in a second warehouse, less the inferred members the
+    orders' load may have allocated in the dimension since."""
+    airflow.trigger("etl_load_orders", f"{DAY}T10:00:00Z", f"{DAY}T10:10:00Z")
+    airflow.backfill("--dag-id", "etl_load_product", "--from-date", f"{DAY}T10:00:00+00:00",
+                     "--to-date", f"{DAY}T10:00:00+00:00", "--max-active-runs", "1")
+    runs = airflow.wait_until_finished("etl_load_product", 1)
     intervals = [Interval.parse(r["data_interval_start"], r["data_interval_end"]) for r in runs]
-    assert [i.run_key for i in intervals] == ["20261120T1000-20261120T1010", "20261120T1010-20261120T1020"]
-    # The same intervals, loaded in order by the job itself into a second warehouse.
-    reference = airflow.etl_config().replace(warehouse_root=str(tmp_path / "wh"), runs_root=str(tmp_path / "runs"))
+    assert [i.run_key for i in intervals] == ["20261120T1000-20261120T1010"]
+    assert runs[0]["run_type"] == "backfill", runs[0]
+    product = airflow.etl_config("product")
+    assert jobs.report(product, intervals[0])["validation"] == "passed"
+    # The same interval loaded by the job itself into a second warehouse (in memory: only a
+    # reference; the backfill's warehouse is Delta's).
+    reference = reference_in_memory(product, tmp_path / "reference")
     for interval in intervals:
         jobs.ingest(spark, reference, interval)
         jobs.load(spark, reference, interval)
-    assert deterministic_tables(spark, airflow.etl_config()) == deterministic_tables(spark, reference)
+    assert deterministic_tables(spark, product, without_inferred=True) == deterministic_tables(spark, reference)
+
+
+def test_a_fact_s_run_waits_for_its_dimensions_and_loads_every_order_with_their_keys(airflow, spark):
+    """The orders' run of 10:00, triggered before the product's backfill (the test above): its
+    sensors held it until both dimensions' runs of 10:00 reported; then it loaded every order with
+    the keys of both dimensions, allocating inferred members for those they had not loaded."""
+    interval = Interval.parse(f"{DAY}T10:00:00+00:00", f"{DAY}T10:10:00+00:00")
+    orders_run = airflow.wait_until_finished("etl_load_orders", 1, timeout=1500)[0]
+    states = {t["task_id"]: t["state"] for t in
+              airflow.api(f"/dags/etl_load_orders/dagRuns/{orders_run['dag_run_id']}/taskInstances")["task_instances"]}
+    assert states["wait_for_customer"] == states["wait_for_product"] == states["ingest_load_validate"] == "success", states
+    dimensions = {d: airflow.api(f"/dags/etl_load_{d}/dagRuns?order_by=logical_date&limit=1")["dag_runs"][0]
+                  for d in ("customer", "product")}
+    for d, run in dimensions.items():  # their runs of 10:00 had reported before the fact's load began
+        report = airflow.api(f"/dags/etl_load_{d}/dagRuns/{run['dag_run_id']}/taskInstances/report")
+        load = airflow.api(f"/dags/etl_load_orders/dagRuns/{orders_run['dag_run_id']}/taskInstances/ingest_load_validate")
+        assert report["end_date"] <= load["start_date"], (d, report, load)
+    for entity in ("customer", "product"):
+        cfg = airflow.etl_config(entity)
+        assert jobs.report(cfg, interval)["validation"] == "passed"
+        assert_equals_oracle(spark, cfg)
+        assert_entity_equals_oracle(spark, cfg)
+    orders = airflow.etl_config("orders")
+    assert jobs.report(orders, interval)["validation"] == "passed"
+    assert_equals_oracle(spark, orders)
+    names = {d: {r.surrogate_key: (r.source_id, r.natural_key) for r in read(spark, orders.for_entity(d), "key_map").collect()}
+             for d in ("customer", "product")}
+    rows = read(spark, orders, "orders_fact").collect()
+    assert rows and all(names["customer"][r.customer_sk] == ("shop", str(r.customer_id)) for r in rows)
+    assert all(names["product"][r.product_sk] == ("erp", f'["{r.sku}","{r.region}"]') for r in rows)
 
 
 def test_rerunning_a_completed_run_changes_nothing(airflow, spark):
-    """Airflow's rerun (clear a successful run through the REST API): every task runs again,
-    every table stays the same."""
+    """Airflow's rerun (clear the customer's successful run of 10:00 through the REST API, after
+    the orders' load allocated inferred members in it): every task runs again, every table stays
+    the same."""
     before = deterministic_tables(spark, airflow.etl_config())
 
-    def the_10_10_run():
-        return next(r for r in airflow.runs(LOAD) if r["data_interval_start"].startswith(f"{DAY}T10:10"))
+    def the_10_00_run():
+        return next(r for r in airflow.runs(LOAD) if r["data_interval_start"].startswith(f"{DAY}T10:00"))
 
-    done = the_10_10_run()
+    done = the_10_00_run()
     airflow.api(f"/dags/{LOAD}/dagRuns/{done['dag_run_id']}/clear", "POST", {"dry_run": False})
     rerun = wait_for(
         "the completed run to run again",
-        lambda: (r := the_10_10_run())["state"] in ("success", "failed") and r["end_date"] != done["end_date"] and r,
+        lambda: (r := the_10_00_run())["state"] in ("success", "failed") and r["end_date"] != done["end_date"] and r,
         900,
     )
     assert rerun["state"] == "success"
@@ -248,12 +291,12 @@ def test_an_interval_the_stream_loaded_is_only_validated_and_reported(airflow, s
     from tests.helpers import FakeClock
 
     cfg = airflow.etl_config().replace(schedule=airflow.env["ETL_SCHEDULE"])
-    clock = FakeClock(datetime.fromisoformat(f"{DAY}T10:20:00+00:00"))
-    loaded = Stream(spark, cfg, clock=clock, sleep=clock.sleep).run(until=datetime.fromisoformat(f"{DAY}T10:30:00+00:00"))
-    assert [s["run_key"] for s in loaded] == ["20261120T1020-20261120T1030"]
+    clock = FakeClock(datetime.fromisoformat(f"{DAY}T10:10:00+00:00"))
+    loaded = Stream(spark, cfg, clock=clock, sleep=clock.sleep).run(until=datetime.fromisoformat(f"{DAY}T10:20:00+00:00"))
+    assert [s["run_key"] for s in loaded] == ["20261120T1010-20261120T1020"]
 
-    run = airflow.trigger(LOAD, f"{DAY}T10:20:00Z", f"{DAY}T10:30:00Z")
-    airflow.wait_until_finished(LOAD, 3)
+    run = airflow.trigger(LOAD, f"{DAY}T10:10:00Z", f"{DAY}T10:20:00Z")
+    airflow.wait_until_finished(LOAD, 2)
     tasks = airflow.api(f"/dags/{LOAD}/dagRuns/{run['dag_run_id']}/taskInstances")["task_instances"]
     assert {t["task_id"]: t["state"] for t in tasks} == {
         "route": "success", "loaded_by_stream": "success", "ingest_load_validate": "skipped",
@@ -275,45 +318,3 @@ def test_the_quality_report_dag_writes_suites_plots_and_windows(airflow):
         assert f.read(8) == b"\x89PNG\r\n\x1a\n"
     totals = rep["interval_totals"]
     assert totals["updates"] > 0 and totals["rejected"] > 0
-
-
-@pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
-def test_a_fact_s_run_waits_for_its_dimensions_and_loads_every_order_with_their_keys(airflow, spark, tmp_path):
-    """Last: the orders' load allocates inferred members in the customer dimension, which the
-    tests above compare with the job's own tables. The fact's run is triggered first, before the
-    product's backfill (and the customer's run of 10:00, when the tests above did not run it: in
-    ``make test-slow``): its sensors hold it until both dimensions' runs of 10:00 reported."""
-    airflow.trigger("etl_load_orders", f"{DAY}T10:00:00Z", f"{DAY}T10:10:00Z")
-    if not any(r["data_interval_start"].startswith(f"{DAY}T10:00") for r in airflow.runs(LOAD)):
-        airflow.trigger(LOAD, f"{DAY}T10:00:00Z", f"{DAY}T10:10:00Z")
-    airflow.backfill("--dag-id", "etl_load_product", "--from-date", f"{DAY}T10:00:00+00:00",
-                     "--to-date", f"{DAY}T10:00:00+00:00", "--max-active-runs", "1")
-    interval = Interval.parse(f"{DAY}T10:00:00+00:00", f"{DAY}T10:10:00+00:00")
-    orders_run = airflow.wait_until_finished("etl_load_orders", 1, timeout=1500)[0]  # after both dimensions'
-    customer = airflow.etl_config("customer")
-    assert jobs.report(customer, interval)["validation"] == "passed"
-    assert_equals_oracle(spark, customer)
-    assert_entity_equals_oracle(spark, customer)
-    runs = airflow.wait_until_finished("etl_load_product", 1)
-    assert runs[0]["data_interval_start"].startswith(f"{DAY}T10:00")
-    product = airflow.etl_config("product")
-    assert jobs.report(product, interval)["validation"] == "passed"
-    assert_equals_oracle(spark, product)
-    assert_entity_equals_oracle(spark, product)
-    reference = product.replace(warehouse_root=str(tmp_path / "wh"), runs_root=str(tmp_path / "runs"))
-    jobs.ingest(spark, reference, interval)
-    jobs.load(spark, reference, interval)
-    # (less the inferred members the orders' load allocated in the dimension after its run)
-    assert deterministic_tables(spark, product, without_inferred=True) == deterministic_tables(spark, reference)
-
-    states = {t["task_id"]: t["state"] for t in
-              airflow.api(f"/dags/etl_load_orders/dagRuns/{orders_run['dag_run_id']}/taskInstances")["task_instances"]}
-    assert states["wait_for_customer"] == states["wait_for_product"] == states["ingest_load_validate"] == "success", states
-    orders = airflow.etl_config("orders")
-    assert jobs.report(orders, interval)["validation"] == "passed"
-    assert_equals_oracle(spark, orders)
-    names = {d: {r.surrogate_key: (r.source_id, r.natural_key) for r in read(spark, orders.for_entity(d), "key_map").collect()}
-             for d in ("customer", "product")}
-    rows = read(spark, orders, "orders_fact").collect()
-    assert rows and all(names["customer"][r.customer_sk] == ("shop", str(r.customer_id)) for r in rows)
-    assert all(names["product"][r.product_sk] == ("erp", f'["{r.sku}","{r.region}"]') for r in rows)

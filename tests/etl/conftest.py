@@ -7,7 +7,7 @@ import pytest
 
 from etl import jobs
 from etl.generator import StreamSpec, generate_stream
-from tests.helpers import CRASH_RUN, CRASH_T0, crash_config, deterministic_tables, start_from
+from tests.helpers import CRASH_RUN, CRASH_T0, crash_config, deterministic_tables, reference_in_memory
 
 
 @pytest.fixture(scope="session")
@@ -28,15 +28,16 @@ def crash_ingested(spark, crash_landing, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def uninterrupted(spark, crash_landing, crash_ingested, tmp_path_factory):
+def uninterrupted(spark, crash_landing, tmp_path_factory):
     """Per strategy, the deterministic tables of the uninterrupted run."""
     root = tmp_path_factory.mktemp("crash-reference")
     cache: dict[str, dict] = {}
 
     def get(strategy: str) -> dict:
         if strategy not in cache:
-            cfg = crash_config(root / strategy, crash_landing)
-            start_from(crash_ingested, root / strategy)
+            # In memory (a reference: tests.helpers.reference_in_memory); the killed runs are Delta's.
+            cfg = reference_in_memory(crash_config(root / strategy, crash_landing), root / strategy)
+            jobs.ingest(spark, cfg, CRASH_RUN)
             jobs.load(spark, cfg, CRASH_RUN, strategy=strategy)
             cache[strategy] = deterministic_tables(spark, cfg)
         return cache[strategy]

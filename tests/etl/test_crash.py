@@ -26,7 +26,7 @@ from etl.core import faults
 from etl.core.config import EtlConfig
 from etl.generator import StreamSpec, generate_stream
 from tests.helpers import CRASH_RUN as RUN
-from tests.helpers import ROOT, crash_settings_json, start_from
+from tests.helpers import ROOT, crash_settings_json, reference_in_memory, start_from
 from tests.helpers import crash_config
 from tests.helpers import deterministic_tables as tables
 from tests.processes import EtlProcesses, Finished
@@ -224,7 +224,8 @@ def test_a_history_entity_killed_between_its_merges_and_restarted_equals_the_uni
     def entity_config(root: Path) -> EtlConfig:
         return config(root, tmp_path / "landing").replace(model_file=str(model), entity="account")
 
-    cfg, reference = entity_config(tmp_path / "killed"), entity_config(tmp_path / "reference")
+    cfg = entity_config(tmp_path / "killed")
+    reference = reference_in_memory(cfg, tmp_path / "reference")
     generate_stream(StreamSpec(start=RUN.start, duration_s=120, rate=6, seed=31, key_domain=120, p=0.6, q=0.1, r=0.25, s=0.05),
                     cfg.landing_path, entity=cfg.entity_model)
     for each in (cfg, reference):

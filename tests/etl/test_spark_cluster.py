@@ -140,8 +140,9 @@ def test_the_job_on_a_standalone_cluster_equals_the_local_run(spark, cfg, tmp_pa
                              gx_root=str(tmp_path / "gx-cluster"),
                              spark_driver_java_options=os.environ.get("ETL_SPARK_DRIVER_JAVA_OPTIONS", ""))
     # The local-mode run: the same job, with the configuration spark-submit's driver builds (the
-    # environment and --settings-json), in this test's local[2] session.
-    as_submitted = load_config(env=job_env(local), overrides=SETTINGS)
+    # environment and --settings-json), in this test's local[2] session; its tables in memory
+    # (a reference: tests.helpers.reference_in_memory), the cluster's on Delta.
+    as_submitted = load_config(env=job_env(local), overrides={**SETTINGS, "table_store": "memory"})
     jobs.ingest(spark, as_submitted, interval)
     jobs.load(spark, as_submitted, interval, strategy=STRATEGY)
 
@@ -162,5 +163,5 @@ def test_the_job_on_a_standalone_cluster_equals_the_local_run(spark, cfg, tmp_pa
     for work in cluster.work_dirs:
         assert list(work.glob("app-*/*/stderr")), f"no executor ran on {work}"
 
-    assert deterministic_tables(spark, on_cluster) == deterministic_tables(spark, local)
+    assert deterministic_tables(spark, on_cluster) == deterministic_tables(spark, as_submitted)
     assert read(spark, on_cluster, "outcome_log").count() > 0

@@ -37,7 +37,7 @@ SHORT_PIECES = [f"01:{m:02d}:{s:02d}-01:{(m * 60 + s + 40) // 60:02d}:{(s + 40) 
 
 @pytest.mark.memory_tables
 @pytest.mark.parametrize("strategy, stop_after_piece, settings, spans", [
-    pytest.param("meshjoin", None, {}, MINUTE_PIECES, marks=pytest.mark.slow),  # (issue 44)
+    ("meshjoin", None, {}, MINUTE_PIECES),
     ("partitioned-range", 4, SHORT, SHORT_PIECES),  # stopped in the middle of the second run
 ])
 def test_the_stream_loads_what_scheduled_runs_load(spark, cfg, tmp_path, monkeypatch, strategy, stop_after_piece, settings,

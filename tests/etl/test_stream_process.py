@@ -15,7 +15,7 @@ from etl.generator import StreamSpec, generate_stream
 from etl.io.lock import LOCK_NAME
 from etl.io.stream_status import read_heartbeat
 from etl.stream import Stream
-from tests.helpers import deterministic_tables
+from tests.helpers import deterministic_tables, reference_in_memory
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 
@@ -44,7 +44,7 @@ def test_sigterm_stops_the_stream_cleanly_and_a_restart_finishes_the_runs(spark,
 
     # Started again (here in-process, on the wall clock): it resumes and finishes the runs.
     Stream(spark, cfg).run(until=runs[-1].end)
-    scheduled = cfg.replace(warehouse_root=str(tmp_path / "scheduled"), runs_root=str(tmp_path / "scheduled-runs"))
+    scheduled = reference_in_memory(cfg, tmp_path / "scheduled")
     for run in runs:
         assert jobs.read_summary(cfg, run, "load")["loaded_by"] == "stream"
         jobs.ingest(spark, scheduled, run)

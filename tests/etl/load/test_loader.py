@@ -136,7 +136,6 @@ def test_a_loader_reused_after_another_load_continues_the_ledger(spark, cfg):
 
 
 @pytest.mark.memory_tables
-@pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
 def test_micro_batch_split_does_not_change_the_warehouse(spark, cfg, tmp_path):
     stream(cfg, key_domain=80)
     ingest_and_load(spark, cfg)

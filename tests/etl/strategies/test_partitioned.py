@@ -47,12 +47,10 @@ def run_two_intervals(spark, cfg, strategy, stream) -> list[str]:
     "strategy, memory, stream",
     [
         ("partitioned-range", TINY, "skewed"),
-        # Ample memory (probed segments admitted, never evicted) in the slow tier: on every
-        # `make test` admission is covered by the probe tests below and the policy's pure tests,
-        # and both variants meet the oracle here (tiny memory) and in test_contract.py.
-        pytest.param("partitioned-range", AMPLE, "single_hot_key", marks=pytest.mark.slow),
+        # Ample memory: probed segments admitted, never evicted.
+        ("partitioned-range", AMPLE, "single_hot_key"),
         ("partitioned-hash", TINY, "all_new"),
-        pytest.param("partitioned-hash", AMPLE, "bursty", marks=pytest.mark.slow),
+        ("partitioned-hash", AMPLE, "bursty"),
     ],
 )
 @pytest.mark.memory_tables
@@ -101,10 +99,10 @@ def test_a_wait_bound_probes_every_overdue_segment_and_stays_exact(spark, cfg):
     assert by_age > 0  # the bound, not the flush, released the waiting updates
 
 
-# A partitioned run killed mid-way is also the crash harness's case in `make test`
-# (tests/etl/test_crash.py): here in the slow tier only, with and without the wait bound, while CI
-# cannot afford it (issue 44; the wait bound's exactness stays in make test, above).
-@pytest.mark.parametrize("max_wait_s", [pytest.param(0.0, marks=pytest.mark.slow), pytest.param(45.0, marks=pytest.mark.slow)])
+# A partitioned run killed mid-way, with and without the wait bound (on Delta and as a process:
+# the crash harness's case, tests/etl/test_crash.py).
+@pytest.mark.memory_tables
+@pytest.mark.parametrize("max_wait_s", [0.0, 45.0])
 def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max_wait_s):
     cfg = cfg.replace(join_strategy="partitioned-range", micro_batch_seconds=30, max_wait_s=max_wait_s, **TINY)
     generate_stream(StreamSpec(start=T0, duration_s=120, rate=8, seed=3, key_domain=200), cfg.landing_path)
@@ -129,7 +127,7 @@ def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max
         assert sorted(a.collect()) == sorted(b.collect()), name
 
 
-@pytest.mark.slow  # in make test-slow while CI cannot afford it (issue 44); its claim: docs/guarantees.md
+@pytest.mark.memory_tables
 def test_block_granularity_groups_windows_by_backlog_and_survives_a_restart(spark, cfg, tmp_path):
     """Bursts above h_mark make one load batch span block_factor arrival windows; the plan is
     replayed on restart, and the result is still the oracle's."""

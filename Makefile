@@ -34,7 +34,7 @@ test-spark: setup  ## tier 2, the shared local Spark session: ingest, strategies
 test-e2e: setup  ## tier 3, real processes: SIGKILLs, a Spark cluster, Airflow standalone, a Kafka broker
 	$(PY) -m pytest -m "e2e and not slow" $(PYTEST_ARGS)
 
-test-slow: setup  ## the slow tier: random SIGKILLs of whole runs (3 strategies), a full disk, 12 fuzzed landing trees, and the end-to-end tests CI cannot afford yet (docs/guarantees.md; about 70 minutes)
+test-slow: setup  ## the slow tier: random SIGKILLs of whole runs (3 strategies), a full disk, 12 fuzzed landing trees, and the end-to-end tests CI cannot afford yet (docs/guarantees.md)
 	ETL_CRASH_REPORT=var/random-kills.json $(PY) -m pytest -m slow $(PYTEST_ARGS)
 	ETL_FUZZ_TREES=12 ETL_FUZZ_REPORT=var/fuzz.json $(PY) -m pytest tests/etl/test_ingest_fuzz.py $(PYTEST_ARGS)
 

@@ -168,8 +168,9 @@ def reference_in_memory(cfg: EtlConfig, root: Path) -> EtlConfig:
     another with (the same job's runs one after the other): its tables in this process's memory
     (``table_store = memory``), since Delta is not what such a reference claims, the warehouse it
     is compared with stays on Delta, and every MERGE is held equal on both stores
-    (tests/etl/load/test_apply.py). About a third of the time of the same loads on Delta. The
-    ``memory_tables_dropped`` fixture (tests/conftest.py) drops it after the test."""
+    (tests/etl/load/test_apply.py). About a third of the time of the same loads on Delta. Under a
+    test's ``tmp_path``, the ``memory_tables_dropped`` fixture (tests/conftest.py) drops it after
+    the test; a session fixture drops its own (``etl.io.memory_tables.forget_under``)."""
     return cfg.replace(table_store="memory", warehouse_root=str(root / "warehouse"), runs_root=str(root / "runs"),
                        gx_root=str(root / "gx"), reports_root=str(root / "reports"))
 

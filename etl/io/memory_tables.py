@@ -1,6 +1,7 @@
 """The warehouse's tables in this process's memory (setting ``table_store = memory``): for the
 protocol tests, whose claims are the loader's decisions, the commit order and recovery, not Delta's
-storage, and which paid ~1-2 s of Delta commit per table write (issue 44). Every handle of one
+storage, and which paid ~1-2 s of Delta commit per table write (issue 44), and for the reference
+warehouses tests build only to compare another with (``tests.helpers.reference_in_memory``). Every handle of one
 process on one warehouse (``cfg.warehouse_uri``) shares the same rows, as every reader of a Delta
 warehouse shares its files; nothing is written to disk and all is gone when the process ends, so
 the command line refuses the setting. The MERGEs are ``etl.core.row_merges``; tests/etl/load/

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from etl import jobs
+from etl.io import memory_tables
 from etl.generator import StreamSpec, generate_stream
 from tests.helpers import CRASH_RUN, CRASH_T0, crash_config, deterministic_tables, reference_in_memory
 
@@ -40,6 +41,7 @@ def uninterrupted(spark, crash_landing, tmp_path_factory):
             jobs.ingest(spark, cfg, CRASH_RUN)
             jobs.load(spark, cfg, CRASH_RUN, strategy=strategy)
             cache[strategy] = deterministic_tables(spark, cfg)
+            memory_tables.forget_under(str(root / strategy))  # only the deterministic tables are kept
         return cache[strategy]
 
     return get

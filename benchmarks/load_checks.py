@@ -58,7 +58,7 @@ def one(mode: str) -> None:
     else:
         ledger.facts(run_key)
         rows = ledger.rows(run_key)
-        owner = run_owner(spark, cfg, run_key, None, rows)
+        owner = run_owner(spark, cfg, run_key, rows)
         last = ledger.last_logged()
     seconds = time.monotonic() - t0
     print(json.dumps({"seconds": round(seconds, 2), "rows": len(rows), "owner": owner, "last_seq": last and last["batch_seq"]}))

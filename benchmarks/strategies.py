@@ -318,7 +318,7 @@ def main() -> None:
                 "keymap_files_before": key_map_files[kind],
                 # Files the run left per table: small files and deletion vectors accumulate per MERGE.
                 "files_after": {
-                    table: table_files(spark, cfg, table) for table in ("key_map", "customer_current", "wait_buffer", "batch_ledger")
+                    table: table_files(spark, cfg, table) for table in ("key_map", "customer_current", "batch_ledger")
                 },
                 "block_batches": sum(len(g) > 1 for g in groups),
                 **replay(metrics, outcomes, run, t, {g[0]: g[-1] for g in groups}),

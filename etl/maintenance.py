@@ -41,9 +41,9 @@ def _slot_rows(spark, cfg: EtlConfig, layout: SlotArray) -> dict[int, int]:
 
 
 def _unfinished_runs(spark, cfg: EtlConfig) -> list[str]:
-    snapshots = sorted(p.name for p in (cfg.meta_path / "runs").glob("*.json"))
-    waiting = [r[0] for r in read(spark, cfg, "wait_buffer").select("run_key").distinct().collect()]
-    return sorted(set(waiting) | {s.split(".")[0] for s in snapshots})
+    """Runs with a run snapshot: begun, not ended (the partitioned join's pending tuples are named
+    again by segment when such a run is taken up)."""
+    return sorted({p.name.split(".")[0] for p in (cfg.meta_path / "runs").glob("*.json")})
 
 
 def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8) -> dict:

@@ -177,7 +177,6 @@ class Schemas:
 
     entity: Entity
     ingested_updates: StructType
-    wait_buffer: StructType
     entity_table: StructType
     outcome_log: StructType
     logged_update: StructType
@@ -250,8 +249,6 @@ def schemas(entity: Entity) -> Schemas:
     return Schemas(
         entity=entity,
         ingested_updates=ingested,
-        # The partitioned join's wait buffer (papers/004 §6.3): pending updates by segment.
-        wait_buffer=StructType([*ingested.fields, _s("segment_id", IntegerType(), False)]),
         entity_table=_entity_table(entity),
         outcome_log=StructType([
             _s("run_key", StringType(), False),
@@ -292,7 +289,6 @@ def tables(entity: Entity) -> dict[str, Table]:
             Table("rejected_updates", REJECTED_UPDATES, ("run_key",)),
             Table("landed_files", LANDED_FILES, ("run_key",)),
             Table("batch_ledger", s.batch_ledger),
-            Table("wait_buffer", s.wait_buffer, ("segment_id",)),
         )
     }
 
@@ -348,7 +344,6 @@ DEFAULT_ENTITY = load_model().entity()
 _DEFAULT = schemas(DEFAULT_ENTITY)
 ENTITY_ATTRIBUTES = StructType([_s(c.name, spark_type(c.type)) for c in DEFAULT_ENTITY.attributes])
 INGESTED_UPDATES = _DEFAULT.ingested_updates
-WAIT_BUFFER = _DEFAULT.wait_buffer
 CUSTOMER_CURRENT = _DEFAULT.entity_table
 OUTCOME_LOG = _DEFAULT.outcome_log
 LOGGED_UPDATE = _DEFAULT.logged_update

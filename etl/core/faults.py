@@ -21,8 +21,8 @@ LOAD_POINTS = (
 )
 PARTITIONED_POINTS = (
     "strategy.snapshot_written",
-    "partitioned.wait_buffer_appended",
-    "partitioned.wait_buffer_released",
+    "partitioned.wait_buffer_appended",  # a step's waiting tuples held (in memory: lost by the kill)
+    "partitioned.wait_buffer_released",  # the run's end, before its snapshot is removed
 )
 MESHJOIN_POINTS = ("strategy.snapshot_written",)
 INGEST_POINTS = ("ingest.ingested_written", "ingest.rejected_written")

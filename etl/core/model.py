@@ -97,9 +97,12 @@ _RESERVED_PREFIXES = ("km_", "o_", "_")
 # ``segment_layout.json``, run keys, ``source_id=<source>``) cannot be a directory's name anyway;
 # tests/etl/core/test_model.py holds both against what the code writes. An entity at the roots
 # (``directory = ""``) also owns its table's name there (``_check_directories``).
-SYSTEM_TABLES = ("key_map", "ingested_updates", "rejected_updates", "landed_files", "batch_ledger", "wait_buffer",
+SYSTEM_TABLES = ("key_map", "ingested_updates", "rejected_updates", "landed_files", "batch_ledger",
                  "outcome_log", "applied_changes", "duplicates_quarantine", "join_metrics")
-RESERVED_DIRECTORIES = frozenset((*SYSTEM_TABLES, "gx", "runs", "stream"))
+# Tables older versions wrote and warehouses made by them keep: the partitioned join's durable wait
+# buffer (its tuples are held in memory since 2026-11-29, docs/tables.md).
+RETIRED_TABLES = ("wait_buffer",)
+RESERVED_DIRECTORIES = frozenset((*SYSTEM_TABLES, *RETIRED_TABLES, "gx", "runs", "stream"))
 # A source's name is a folder's name in the landing zone, ``source_id=<name>`` (etl/io/landing.py),
 # so it must be one path component that every filesystem holds: a file name has at most 255 bytes.
 MAX_SOURCE_NAME_BYTES = 255 - len("source_id=")

@@ -105,9 +105,12 @@ class PartitionPolicy:
         self.max_wait_s = max_wait_s  # 0: no bound (the thesis)
         self.oldest: dict[int, float] = {}  # segment -> arrival time of its oldest pending tuple
         self.now = float("-inf")  # stream time: the latest arrival seen
-        # segment -> the run step that last probed it: its wait-buffer rows of later steps are the
+        # segment -> the run step that last probed it: its wait-buffer tuples of later steps are the
         # pending ones (FINAL_STEP: probed by the end-of-run flush)
         self.last_probe_step: dict[int, int] = {}
+        # segment -> the step its pending tuples began to wait: from there on every tuple of it
+        # waits (only a probe makes it resident), which is what a restart selects again
+        self.pending_since: dict[int, int] = {}
 
     @classmethod
     def from_config(cls, cfg) -> "PartitionPolicy":
@@ -134,14 +137,15 @@ class PartitionPolicy:
     # ------------------------------------------------------------------ Algorithm 8
 
     def route(
-        self, counts: Mapping[int, int], oldest: Mapping[int, float] | None = None, now: float | None = None
+        self, counts: Mapping[int, int], oldest: Mapping[int, float] | None = None, now: float | None = None,
+        step: int | None = None,
     ) -> tuple[set[int], set[int]]:
         """A micro-batch's tuples per segment -> (segments joined in memory now, segments that wait).
 
         Waiting tuples are added to the wait buffer's counts. Arrival frequencies are updated by
         the caller through ``freq`` (it knows the arrival order), or here in segment order.
         For the wait bound: ``oldest`` is each segment's earliest arrival in the batch, ``now`` the
-        batch's latest arrival.
+        batch's latest arrival. ``step``: the run step, kept in ``pending_since``.
         """
         if now is not None:
             self.now = max(self.now, now)
@@ -153,6 +157,8 @@ class PartitionPolicy:
                 joined.add(seg)
             else:
                 waiting.add(seg)
+                if step is not None and not self.pending.get(seg):
+                    self.pending_since[seg] = step
                 self.pending[seg] = self.pending.get(seg, 0) + n
                 if oldest is not None and seg in oldest:
                     self.oldest[seg] = min(self.oldest.get(seg, oldest[seg]), oldest[seg])
@@ -189,11 +195,11 @@ class PartitionPolicy:
 
     # ------------------------------------------------------------------ Algorithm 9
 
-    def observe(self, arrivals: "StepArrivals") -> tuple[set[int], set[int]]:
+    def observe(self, arrivals: "StepArrivals", step: int | None = None) -> tuple[set[int], set[int]]:
         """One step's arrivals: fold their per-epoch counts into ``C_k``, then route the step's
         segments (``route``). The same call live and when a restart replays the run."""
         self.freq.observe_counts(arrivals.by_epoch)
-        return self.route(arrivals.totals(), arrivals.oldest, arrivals.now)
+        return self.route(arrivals.totals(), arrivals.oldest, arrivals.now, step)
 
     def probed(self, segment: int, size_bytes: int, step: int | None = None) -> Eviction | None:
         """A probe read ``segment`` (``size_bytes``) and joined its pending tuples: free them, then
@@ -202,6 +208,7 @@ class PartitionPolicy:
         if step is not None:
             self.last_probe_step[segment] = FINAL_STEP if step < 0 else step
         self.pending.pop(segment, None)
+        self.pending_since.pop(segment, None)
         self.oldest.pop(segment, None)
         if segment in self.resident:
             self.resident[segment] = size_bytes
@@ -297,7 +304,7 @@ def replay(
     step's arrivals are observed and routed, its due segments probed, then the keys its commit
     inserted grow their segments, in the order the live run did those things."""
     for step in sorted(steps):
-        policy.observe(arrivals[step])
+        policy.observe(arrivals[step], step)
         for seg in policy.probes_due():
             policy.probed(seg, sizes.bytes(seg), step)
         sizes.grow(new_keys.get(step, {}), policy)

@@ -20,7 +20,6 @@ class StrategySpec:
     mechanism: str  # "module:Class" of the JoinStrategy that runs it on Spark
     layout: str | None = None  # the key_map layout it reads by: "range", "hash", or None (any)
     block_batches: bool = False  # may one load batch span several arrival windows
-    holds_wait_buffer: bool = False  # pending updates of an unfinished run sit in wait_buffer
     settings: tuple[str, ...] = ()  # the settings a run may choose with this strategy
     options: dict[str, Any] = field(default_factory=dict)  # keyword arguments of the mechanism
 
@@ -43,9 +42,9 @@ SPECS: tuple[StrategySpec, ...] = (
     StrategySpec("native", "etl.strategies.native:NativeJoin"),
     StrategySpec("meshjoin", "etl.strategies.meshjoin:MeshJoin", settings=("k", "d")),
     StrategySpec("partitioned-range", "etl.strategies.partitioned:PartitionedJoin", layout="range", block_batches=True,
-                 holds_wait_buffer=True, settings=_PARTITIONED_SETTINGS, options={"variant": "range"}),
+                 settings=_PARTITIONED_SETTINGS, options={"variant": "range"}),
     StrategySpec("partitioned-hash", "etl.strategies.partitioned:PartitionedJoin", layout="hash", block_batches=True,
-                 holds_wait_buffer=True, settings=_PARTITIONED_SETTINGS, options={"variant": "hash"}),
+                 settings=_PARTITIONED_SETTINGS, options={"variant": "hash"}),
 )
 STRATEGIES: dict[str, StrategySpec] = {s.name: s for s in SPECS}
 NAMES: tuple[str, ...] = tuple(STRATEGIES)
@@ -68,11 +67,3 @@ def check_layout(name: str, layout_kind: str) -> None:
             f"{name} needs a {wanted} layout; convert it with `etl maintain --steps relayout --join-strategy {name}`"
         )
 
-
-def wait_buffer_owner(layout_kind: str | None) -> str:
-    """Which strategy left a wait buffer behind in a warehouse laid out by ``layout_kind``."""
-    holders = [s for s in SPECS if s.holds_wait_buffer]
-    for s in holders:
-        if s.layout == (layout_kind or DEFAULT_LAYOUT):
-            return s.name
-    return holders[0].name

@@ -1,15 +1,14 @@
 """What the warehouse knows about runs: which are ingested, which have started loading, which
 strategy owns a run, and the checks that refuse a run before it writes anything.
 
-A run has *started loading* once any of its load state is durable: a ledger row, a logged batch,
-a wait-buffer row or a run snapshot. From then on its ingested updates must not change (a
+A run has *started loading* once any of its load state is durable: a ledger row, a logged batch
+or a run snapshot. From then on its ingested updates must not change (a
 rerun's ingest compares the landing files with ``landed_files``) and only the strategy that
 started it may continue it (its wait buffer or MESHJOIN queue would otherwise be dropped).
 """
 
 from __future__ import annotations
 
-from etl.core import registry
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.interval import Interval, overlapping
 from etl.core.offsets import PREFIX
@@ -41,7 +40,7 @@ def has_started(spark, cfg: EtlConfig, run_key: str) -> bool:
         return True
     return any(
         read(spark, cfg, table).where(f"run_key = '{run_key}'").limit(1).count()
-        for table in ("batch_ledger", "wait_buffer", "outcome_log")
+        for table in ("batch_ledger", "outcome_log")
     )
 
 
@@ -69,8 +68,7 @@ def check_no_overlap(spark, cfg: EtlConfig, interval: Interval, known: set[str] 
     raise OverlappingRunError(f"interval {interval.run_key} overlaps the interval {other}: {hint}")
 
 
-def run_owner(spark, cfg: EtlConfig, run_key: str, layout_kind: str | None = None,
-              ledger_rows: list[dict] | None = None) -> str | None:
+def run_owner(spark, cfg: EtlConfig, run_key: str, ledger_rows: list[dict] | None = None) -> str | None:
     """The strategy that started loading ``run_key``, or ``None`` if it has not started.
     ``ledger_rows``: the run's ledger rows, when the caller has read them."""
     if ledger_rows is None:
@@ -78,12 +76,7 @@ def run_owner(spark, cfg: EtlConfig, run_key: str, layout_kind: str | None = Non
         ledger_rows = [{"strategy": r[0]} for r in rows]
     if ledger_rows:
         return ledger_rows[0]["strategy"]
-    snap = snapshot_runs(cfg).get(run_key)
-    if snap:
-        return snap
-    if read(spark, cfg, "wait_buffer").where(f"run_key = '{run_key}'").limit(1).count():
-        return registry.wait_buffer_owner(layout_kind)
-    return None
+    return snapshot_runs(cfg).get(run_key)
 
 
 def run_finished(spark, cfg: EtlConfig, run_key: str, ledger_rows: list[dict] | None = None) -> bool:
@@ -93,11 +86,10 @@ def run_finished(spark, cfg: EtlConfig, run_key: str, ledger_rows: list[dict] | 
     return bool(read(spark, cfg, "batch_ledger").where(f"run_key = '{run_key}' AND batch_index = -1").limit(1).count())
 
 
-def check_owner(spark, cfg: EtlConfig, run_key: str, strategy: str, layout_kind: str | None = None,
-                ledger_rows: list[dict] | None = None) -> str | None:
+def check_owner(spark, cfg: EtlConfig, run_key: str, strategy: str, ledger_rows: list[dict] | None = None) -> str | None:
     """The run's owner; ``RunOwnedByAnotherStrategy`` if it is another strategy and the run has
     work pending (a finished run may be rerun with any strategy: there is nothing left to do)."""
-    owner = run_owner(spark, cfg, run_key, layout_kind, ledger_rows)
+    owner = run_owner(spark, cfg, run_key, ledger_rows)
     if owner is not None and owner != strategy and not run_finished(spark, cfg, run_key, ledger_rows):
         i = Interval.from_run_key(run_key)
         raise RunOwnedByAnotherStrategy(

@@ -189,7 +189,7 @@ class Loader:
         owner = None
         if not self._continuing:
             self.ledger.facts(interval.run_key)  # one read of what the checks and the recovery below ask of the ledger
-            owner = check_owner(self.spark, self.cfg, interval.run_key, self.strategy.name, self.layout.kind,
+            owner = check_owner(self.spark, self.cfg, interval.run_key, self.strategy.name,
                                 self.ledger.rows(interval.run_key))
             result.recovered_batches = len(self.protocol.recover())
             check_no_overlap(self.spark, self.cfg, interval)

@@ -252,7 +252,7 @@ class CommitProtocol:
 
     def _recover_older(self, row) -> BatchResult:
         logger.warning("recovering batch %s (run %s, batch %s) from an older outcome_log", row.batch_seq, row.run_key, row.batch_index)
-        owner = run_owner(self.spark, self.cfg, row.run_key, self.layout.kind) or self.strategy.name
+        owner = run_owner(self.spark, self.cfg, row.run_key) or self.strategy.name
         logged = (self.tables.stored("outcome_log")
                   .where(f"run_key = '{row.run_key}' AND batch_seq = {row.batch_seq}").cache())
         try:

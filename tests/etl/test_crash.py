@@ -1,8 +1,9 @@
 """Crash harness: the job is killed with SIGKILL (driver and JVM, the whole process group) at a
 named commit point, restarted, and must end with every deterministic table equal to an
-uninterrupted run's, the wait buffer empty and no run left open.
+uninterrupted run's, and no run left open.
 
-`make test` runs one case (a partitioned wait-buffer point); the slow tier adds a MESHJOIN load
+`make test` runs one case (a partitioned run killed mid-step, its wait buffer in memory lost: the
+restart names its tuples again from the replay); the slow tier adds a MESHJOIN load
 point and random SIGKILLs of whole runs.
 `make crash-matrix` (``ETL_CRASH_MATRIX=chain``) kills each strategy at every one of its commit
 points in turn, each restart resuming what the previous kill left (so recovery is killed too), and
@@ -119,17 +120,16 @@ def test_killed_at_a_commit_point_and_restarted_equals_the_uninterrupted_run(
 
 
 def check(spark, cfg: EtlConfig, strategy: str, want: dict, when: str) -> None:
-    """Every deterministic table equals the uninterrupted run's; nothing is left open: no
-    wait-buffer rows, no run snapshot, no lock."""
+    """Every deterministic table equals the uninterrupted run's; nothing is left open: no run
+    snapshot, no lock."""
     got = tables(spark, cfg)
+    assert not os.path.exists(cfg.table_path("wait_buffer")), when  # the partitioned join's buffer writes nothing
     differing = {name: len(set(got[name]) ^ set(want[name])) + abs(len(got[name]) - len(want[name])) for name in want}
     TALLY.append({"strategy": strategy, "point": when, "killed": False, "rows": sum(map(len, want.values())),
                   "rows_differing": sum(differing.values())})
     for name in DETERMINISTIC_TABLES:
         assert got[name] == want[name], (
             f"{name} differs {when}: {differing[name]} rows; kills so far: {[t for t in TALLY if t['killed']][-8:]}")
-    if strategy.startswith("partitioned"):
-        assert spark.read.format("delta").load(cfg.table_path("wait_buffer")).count() == 0, when
     assert not list((cfg.meta_path / "runs").glob("*.json")) and not (cfg.meta_path / "load.lock").exists(), when
 
 

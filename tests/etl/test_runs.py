@@ -14,7 +14,7 @@ from etl import jobs
 from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
 from etl.io.landing import landing_file
-from etl.io.runs import LandingChanged, OverlappingRunError, RunOwnedByAnotherStrategy
+from etl.io.runs import LandingChanged, OverlappingRunError, RunOwnedByAnotherStrategy, snapshot_runs
 from etl.io.tables import read
 from etl.load.loader import Loader
 from etl.quality.gate import run_suites
@@ -48,21 +48,21 @@ def test_a_run_is_pinned_to_the_strategy_that_started_it(spark, cfg):
     die_after(loader, 2)
     with pytest.raises(RuntimeError, match="killed"):
         loader.load(RUN)
-    pending = read(spark, cfg, "wait_buffer").count()
-    assert pending > 0
+    assert snapshot_runs(cfg) == {RUN.run_key: "partitioned-range"}  # begun, its pending updates in memory only
+    assert max(r.wait_buffer_tuples for r in read(spark, cfg, "join_metrics").collect()) > 0  # updates did wait
     ledger_before = read(spark, cfg, "batch_ledger").count()
 
     for other in ("native", "meshjoin"):
         with pytest.raises(RunOwnedByAnotherStrategy, match="started with join strategy 'partitioned-range'"):
             jobs.load(spark, cfg, RUN, strategy=other)
     assert read(spark, cfg, "batch_ledger").count() == ledger_before  # the refusal wrote nothing
-    assert read(spark, cfg, "wait_buffer").count() == pending  # and kept the wait buffer
+    assert snapshot_runs(cfg) == {RUN.run_key: "partitioned-range"}  # and the run stays begun
 
     jobs.load(spark, cfg, RUN, strategy="partitioned-range")
     ingested = {r[0] for r in read(spark, cfg, "ingested_updates").select("update_id").collect()}
     logged = [r[0] for r in read(spark, cfg, "outcome_log").select("update_id").collect()]
     assert sorted(logged) == sorted(ingested)  # every update exactly one outcome
-    assert read(spark, cfg, "wait_buffer").count() == 0
+    assert snapshot_runs(cfg) == {}
     assert jobs.validate(spark, cfg, RUN)["success"]
     # A finished run may be rerun with any strategy: nothing is left to do.
     assert jobs.load(spark, cfg, RUN, strategy="native")["batches_committed"] == 0

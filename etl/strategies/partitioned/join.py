@@ -3,16 +3,20 @@ module only moves data. One step per micro-batch:
 
 1. the batch's tuples get their segment (Spark), per-epoch segment counts are collected (small)
    and fed to the policy, which routes each segment: resident (join now) or waiting;
-2. waiting tuples are appended to the durable wait buffer (``wait_buffer.py``);
+2. waiting tuples are held in the wait buffer (``wait_buffer.py``, in memory);
 3. the policy names the segments to probe; ONE release is built: the batch's resident tuples
    joined with the in-memory copy (``resident.py``), plus every pending tuple of the probed
    segments joined with a partition-pruned read of those segments of ``key_map``; a probed
    segment may then be admitted and another evicted.
 
 A key's tuples are therefore released in arrival order, which is all the loader needs for
-exactness. After a crash, ``begin`` gathers what the done steps brought (counts from
-``ingested_updates``, segment growth from ``outcome_log``, sizes at run start from a snapshot)
-and the pure ``policy.replay`` brings the policy to where the uninterrupted run stood.
+exactness. The strategy's state is a snapshot plus a replay: after a crash (or when another
+session loaded meanwhile), ``begin`` gathers what the done steps brought (counts from
+``ingested_updates``, segment growth from ``outcome_log``, sizes at run start from the run
+snapshot), the pure ``policy.replay`` brings the policy to where the uninterrupted run stood, and
+the wait buffer and the resident copy are filled again from what it names: the pending segments'
+rows of ``ingested_updates`` since they began to wait, the resident segments of ``key_map``.
+Nothing of the join's state is written on a step's delay path.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from functools import reduce
 from pyspark.sql import Window
 from pyspark.sql import functions as F
 
+from etl.core.faults import crash_point
 from etl.core.policy import PartitionPolicy, SegmentSizes, StepArrivals, replay
 from etl.strategies.base import KEY, JoinStats, JoinStrategy, new_keys_by_segment
 from etl.strategies.partitioned.resident import ResidentSet
@@ -38,19 +43,11 @@ class PartitionedJoin(JoinStrategy):
         self.sizes = SegmentSizes({}, 128.0)
         self.resident = ResidentSet(lambda segments: self._with_segment(self._segments(segments)))
         self.run_key = None
-        self._wait_buffer = None
+        self.wait_buffer = WaitBuffer(self.update_columns)
         self._stats = JoinStats()
         self._pending_bytes_read = 0
 
     # ------------------------------------------------------------------ helpers
-
-    @property
-    def wait_buffer(self) -> WaitBuffer:
-        """The run's wait buffer, named by ``run_key`` alone (``settle`` reaches ``end`` without
-        ``begin``); ``begin`` opens a new one, whose first append may be a replay."""
-        if self._wait_buffer is None or self._wait_buffer.run_key != self.run_key:
-            self._wait_buffer = WaitBuffer(self.tables, self.run_key)
-        return self._wait_buffer
 
     def _segments(self, segments: list[int]):
         """The lookup rows of ``segments`` of key_map (a partition-pruned read)."""
@@ -105,21 +102,24 @@ class PartitionedJoin(JoinStrategy):
 
     def begin(self, run_key: str, ingested, done_steps: list[int], ledger_rows: list) -> None:
         self.run_key = run_key
-        self._wait_buffer = WaitBuffer(self.tables, run_key)
+        self.wait_buffer.release()
 
         data = self.run_snapshot(self._sizes_now)
         self.sizes = SegmentSizes({int(k): v for k, v in data["sizes"].items()}, float(data["row_bytes"]))
 
         steps = sorted(i for i in done_steps if i >= 0)
         if steps:
-            replay(self.policy, self.sizes, steps, self._done_arrivals(ingested, steps),
+            # Read once for the replay's counts and the wait buffer's rows (a fact's: with the keys
+            # of its references, from each dimension's key_map).
+            done = self._with_segment(ingested.where(F.col("batch_index").isin(steps))).localCheckpoint(eager=True)
+            replay(self.policy, self.sizes, steps, self._done_arrivals(done, steps),
                    self._done_new_keys(run_key, steps, ledger_rows))
+            self.wait_buffer.restore(done, self.policy.pending_since, steps[-1])
         if self.policy.resident:
             self._pending_bytes_read += sum(self.sizes.bytes(s) for s in self.policy.resident)
             self.resident.sync(set(self.policy.resident))
 
-    def _done_arrivals(self, ingested, steps: list[int]) -> dict[int, StepArrivals]:
-        rows = self._with_segment(ingested.where(F.col("batch_index").isin(steps)))
+    def _done_arrivals(self, rows, steps: list[int]) -> dict[int, StepArrivals]:
         n_of = {int(r["batch_index"]): int(r["count"]) for r in rows.groupBy("batch_index").count().collect()}
         out, offset = {}, 0
         for step in steps:
@@ -147,9 +147,10 @@ class PartitionedJoin(JoinStrategy):
 
     def submit(self, batch, batch_index: int) -> list:
         b = self._with_segment(batch).localCheckpoint(eager=True)
-        joined_segs, waiting_segs = self.policy.observe(self._arrivals(b, self.policy.freq.seen))
+        joined_segs, waiting_segs = self.policy.observe(self._arrivals(b, self.policy.freq.seen), batch_index)
         if waiting_segs:
-            self.wait_buffer.append(b.where(F.col("segment_id").isin(sorted(waiting_segs))), batch_index)
+            self.wait_buffer.append(b.where(F.col("segment_id").isin(sorted(waiting_segs))), batch_index, waiting_segs)
+            self.wait_buffer.forget_released(self.policy.last_probe_step)  # folds the parts past MAX_PARTS
         parts = []
         if joined_segs:
             parts.append(self.resident.join(b.where(F.col("segment_id").isin(sorted(joined_segs))).select(*self.update_columns)))
@@ -166,6 +167,9 @@ class PartitionedJoin(JoinStrategy):
         self._pending_bytes_read = 0
         if due:
             pending = self.wait_buffer.pending(due, self.policy.last_probe_step)
+            if pending is None and any(self.policy.pending.get(s) for s in due):
+                # Never expected: the probe below would forget tuples the buffer does not hold.
+                raise RuntimeError(f"run {self.run_key}: the wait buffer holds none of the pending tuples of segments {due}")
             stats.keymap_bytes_read += sum(self.sizes.bytes(s) for s in due)
             for seg in due:
                 decision = self.policy.probed(seg, self.sizes.bytes(seg), step)
@@ -173,6 +177,7 @@ class PartitionedJoin(JoinStrategy):
                 if decision is not None and decision.admitted == seg:
                     stats.segments_admitted += 1
                     stats.segments_evicted += len(decision.evicted)
+            self.wait_buffer.forget_released(self.policy.last_probe_step)
             segment_data = self._segments(due)
             if (set(self.policy.resident) - self.resident.loaded) & set(due):
                 # A segment is admitted: read the probed segments once, for the join and the copy.
@@ -182,7 +187,8 @@ class PartitionedJoin(JoinStrategy):
             else:
                 # A segment admitted early in this loop may be the victim of a later admission.
                 self.resident.sync(set(self.policy.resident))
-            parts.append(pending.join(segment_data, KEY, "left"))
+            if pending is not None:
+                parts.append(pending.join(segment_data, KEY, "left"))
         stats.resident_bytes = self.policy.resident_bytes
         stats.wait_buffer_tuples = self.policy.waiting
         self._stats = stats
@@ -201,6 +207,7 @@ class PartitionedJoin(JoinStrategy):
 
     def end(self) -> None:
         self.wait_buffer.release()
+        crash_point("partitioned.wait_buffer_released")  # the run's end: only its snapshot is left
         self.forget_snapshot()
 
     def stats(self) -> JoinStats:

@@ -224,7 +224,7 @@ def test_plan_batches_is_a_pure_function_of_the_counts_and_covers_every_window_o
 
 
 def _state(p: PartitionPolicy) -> tuple:
-    return (dict(p.resident), dict(p.pending), dict(p.oldest), dict(p.last_probe_step), p.now,
+    return (dict(p.resident), dict(p.pending), dict(p.oldest), dict(p.last_probe_step), dict(p.pending_since), p.now,
             {s: round(p.freq.value(s), 9) for s in range(12)})
 
 
@@ -246,7 +246,7 @@ def test_a_restart_s_replay_reaches_the_live_run_s_state_and_then_decides_alike(
 
     live, live_sizes = fresh()
     for step in steps:  # the mechanism's order: observe and route, probe what is due, commit
-        live.observe(arrivals[step])
+        live.observe(arrivals[step], step)
         for seg in live.probes_due():
             live.probed(seg, live_sizes.bytes(seg), step)
         live_sizes.grow(new_keys[step], live)
@@ -257,6 +257,36 @@ def test_a_restart_s_replay_reaches_the_live_run_s_state_and_then_decides_alike(
     later = StepArrivals({99: {3: 20, 5: 1}}, {3: 600.0, 5: 600.0}, 600.0)
     assert restarted.observe(later) == live.observe(later)
     assert restarted.probes_due() == live.probes_due()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pending_since_names_exactly_the_tuples_the_live_wait_buffer_holds(seed):
+    """A restart fills the wait buffer again with each pending segment's tuples from the step it
+    began to wait (``pending_since``): they must be the tuples the live run held, through
+    admissions, evictions by a hotter segment and by growth, overflow probes and the wait bound."""
+    rng = random.Random(seed)
+    p = PartitionPolicy(n_invoke=9, r_wb=0.4, alpha=0.3, tau=5, rho=0.25, memory_budget=120,
+                        wait_buffer_tuples=30, max_wait_s=rng.choice([0.0, 150.0]))
+    sizes = SegmentSizes({s: rng.randrange(2, 8) for s in range(10)}, 10.0)
+    arrived: list[tuple[int, int]] = []  # (step, segment), one per tuple
+    held: list[tuple[int, int]] = []  # what the live wait buffer holds
+    evictions = 0
+    for step in range(40):
+        counts = {rng.randrange(10): rng.randrange(1, 6) for _ in range(rng.randrange(1, 5))}
+        joined, waiting = p.observe(StepArrivals({step: counts}, {s: step * 60.0 for s in counts}, step * 60.0 + 59), step)
+        for seg, n in counts.items():
+            arrived += [(step, seg)] * n
+            if seg in waiting:
+                held += [(step, seg)] * n
+        for seg in p.probes_due():
+            decision = p.probed(seg, sizes.bytes(seg), step)
+            evictions += bool(decision and decision.evicted)
+            held = [t for t in held if t[1] != seg]
+        evictions += len(sizes.grow({rng.randrange(10): rng.randrange(0, 3)}, p))
+        named = [t for t in arrived if t[1] in p.pending_since and t[0] >= p.pending_since[t[1]]]
+        assert sorted(named) == sorted(held), step
+        assert {s: n for s, n in p.pending.items() if n} == {s: sum(1 for t in held if t[1] == s) for s in {t[1] for t in held}}
+    assert evictions and held  # the cases that matter occurred
 
 
 def test_the_flush_s_probe_is_recorded_as_the_final_step():

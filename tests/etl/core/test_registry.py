@@ -21,17 +21,15 @@ def test_an_unknown_name_is_refused_naming_the_valid_ones():
 
 
 def test_each_strategy_declares_its_layout_granularity_and_settings():
-    table = {s.name: (s.layout, s.new_layout, s.block_batches, s.holds_wait_buffer) for s in registry.SPECS}
+    table = {s.name: (s.layout, s.new_layout, s.block_batches) for s in registry.SPECS}
     assert table == {
-        "native": (None, "range", False, False),
-        "meshjoin": (None, "range", False, False),
-        "partitioned-range": ("range", "range", True, True),
-        "partitioned-hash": ("hash", "hash", True, True),
+        "native": (None, "range", False),
+        "meshjoin": (None, "range", False),
+        "partitioned-range": ("range", "range", True),
+        "partitioned-hash": ("hash", "hash", True),
     }
     assert registry.spec("meshjoin").settings == ("k", "d")
     assert "max_wait_s" in registry.spec("partitioned-hash").settings
-    assert registry.wait_buffer_owner("hash") == "partitioned-hash"
-    assert registry.wait_buffer_owner(None) == "partitioned-range"
 
 
 def test_a_strategy_needing_another_layout_is_refused_with_the_relayout_command():

@@ -56,20 +56,20 @@ def test_the_run_s_rows_are_read_again_after_a_row_is_appended_and_say_its_owner
     tables = open_tables(spark, cfg)
     ledger = Ledger(tables)
     ledger.facts(A)
-    assert ledger.rows(A) == [] and run_owner(spark, cfg, A, None, ledger.rows(A)) is None
+    assert ledger.rows(A) == [] and run_owner(spark, cfg, A, ledger.rows(A)) is None
     ledger.record(step(A, 0, 1, 1, updates_in=4, new=4, strategy="meshjoin"), JoinStats())
     assert [r["batch_seq"] for r in ledger.rows(A)] == [1]
     assert ledger.state() == (1, 5) and ledger.last_logged()["batch_seq"] == 1
     rows = ledger.rows(A)
-    assert run_owner(spark, cfg, A, None, rows) == run_owner(spark, cfg, A) == "meshjoin"
+    assert run_owner(spark, cfg, A, rows) == run_owner(spark, cfg, A) == "meshjoin"
     assert run_finished(spark, cfg, A, rows) is run_finished(spark, cfg, A) is False
     with pytest.raises(RunOwnedByAnotherStrategy, match="was started with join strategy 'meshjoin'"):
-        check_owner(spark, cfg, A, "native", None, rows)
+        check_owner(spark, cfg, A, "native", rows)
 
     ledger.record(step(A, FLUSH_STEP, NO_BATCH, 5, strategy="meshjoin"), JoinStats())
     rows = ledger.rows(A)
     assert run_finished(spark, cfg, A, rows) is run_finished(spark, cfg, A) is True
-    assert check_owner(spark, cfg, A, "native", None, rows) == "meshjoin"  # finished: any strategy may rerun it
+    assert check_owner(spark, cfg, A, "native", rows) == "meshjoin"  # finished: any strategy may rerun it
 
 
 @pytest.mark.memory_tables

@@ -12,7 +12,7 @@ from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
 from etl.io.tables import read
 from etl.load.loader import Loader
-from tests.helpers import assert_equals_oracle, die_after
+from tests.helpers import assert_equals_oracle, die_after, reference_in_memory
 from warehouse.schemas import TABLES
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
@@ -64,8 +64,10 @@ def test_equals_the_oracle(spark, cfg, strategy, memory, stream):
     assert sum(m.segments_probed for m in metrics) > 0 and sum(m.segments_admitted for m in metrics) > 0
     if memory is TINY:
         assert max(m.resident_bytes for m in metrics) <= memory["memory_budget"]
-    # The wait buffer is empty after each run's flush.
-    assert read(spark, cfg, "wait_buffer").count() == 0
+    # Each run's flush releases exactly the tuples its last step left waiting.
+    for run_key in {m.run_key for m in metrics}:
+        steps = sorted((m.batch_index, m) for m in metrics if m.run_key == run_key)
+        assert steps[0][0] == -1 and steps[0][1].updates_in == steps[-1][1].wait_buffer_tuples, steps
 
 
 @pytest.mark.memory_tables
@@ -99,14 +101,18 @@ def test_a_wait_bound_probes_every_overdue_segment_and_stays_exact(spark, cfg):
     assert by_age > 0  # the bound, not the flush, released the waiting updates
 
 
-# A partitioned run killed mid-way, with and without the wait bound (on Delta and as a process:
-# the crash harness's case, tests/etl/test_crash.py).
-@pytest.mark.memory_tables
-@pytest.mark.parametrize("max_wait_s", [0.0, 45.0])
+# A partitioned run killed mid-way, with and without the wait bound: the loader's recovery on the
+# in-memory tables in make test, the wait bound's on Delta too in make test-slow (a process killed
+# at each commit point on Delta, without the wait bound: the crash harness, tests/etl/test_crash.py).
+@pytest.mark.parametrize("max_wait_s", [
+    pytest.param(0.0, marks=pytest.mark.memory_tables),
+    pytest.param(45.0, marks=pytest.mark.memory_tables),
+    pytest.param(45.0, marks=pytest.mark.slow, id="45.0-on-delta"),
+])
 def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max_wait_s):
     cfg = cfg.replace(join_strategy="partitioned-range", micro_batch_seconds=30, max_wait_s=max_wait_s, **TINY)
     generate_stream(StreamSpec(start=T0, duration_s=120, rate=8, seed=3, key_domain=200), cfg.landing_path)
-    whole = cfg.replace(warehouse_root=str(tmp_path / "whole"), runs_root=str(tmp_path / "whole-runs"))
+    whole = reference_in_memory(cfg, tmp_path / "whole")
     for c in (cfg, whole):
         jobs.ingest(spark, c, FIRST)
     jobs.load(spark, whole, FIRST)
@@ -128,15 +134,38 @@ def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max
 
 
 @pytest.mark.memory_tables
-def test_block_granularity_groups_windows_by_backlog_and_survives_a_restart(spark, cfg, tmp_path):
+def test_block_granularity_groups_windows_by_backlog_and_survives_a_restart(spark, cfg, tmp_path, monkeypatch):
     """Bursts above h_mark make one load batch span block_factor arrival windows; the plan is
-    replayed on restart, and the result is still the oracle's."""
+    replayed on restart, and the result is still the oracle's. Here the wait buffer folds its
+    parts into one whenever it holds two (``MAX_PARTS`` is 16 otherwise)."""
+    from etl.strategies.partitioned import wait_buffer
+
+    held = []
+    forget = wait_buffer.WaitBuffer.forget_released
+
+    def counting(self, last_probe_step):
+        held.append(len(self.parts))
+        forget(self, last_probe_step)
+
+    monkeypatch.setattr(wait_buffer, "MAX_PARTS", 1)
+    monkeypatch.setattr(wait_buffer.WaitBuffer, "forget_released", counting)
+    block_granularity_survives_a_restart(spark, cfg, tmp_path)
+    assert max(held) > 1  # folded
+
+
+@pytest.mark.slow
+def test_block_granularity_survives_a_restart_on_delta(spark, cfg, tmp_path):
+    """The same on Delta's tables (the one above runs on the in-memory ones in make test)."""
+    block_granularity_survives_a_restart(spark, cfg, tmp_path)
+
+
+def block_granularity_survives_a_restart(spark, cfg, tmp_path):
     from etl.core.policy import Granularity, plan_batches
 
     cfg = cfg.replace(join_strategy="partitioned-range", micro_batch_seconds=10, h_mark=40, l_mark=10, block_factor=3, **TINY)
     # A minute of bursts: windows 1-3 form one block, 4-5 another, window 0 stands alone.
     generate_stream(StreamSpec(start=T0, duration_s=60, rate=5, b=0.85, seed=2, key_domain=200), cfg.landing_path)
-    whole = cfg.replace(warehouse_root=str(tmp_path / "whole"), runs_root=str(tmp_path / "whole-runs"))
+    whole = reference_in_memory(cfg, tmp_path / "whole")
     for c in (cfg, whole):
         jobs.ingest(spark, c, FIRST)
     jobs.load(spark, whole, FIRST)
@@ -182,8 +211,9 @@ def test_a_segment_admitted_then_evicted_in_one_probe_is_not_kept_in_memory(spar
     policy = strategy.policy
     policy.memory_budget = max(strategy.sizes.bytes(cold), strategy.sizes.bytes(hot))  # one segment fits, not two
     policy.freq.observe_counts({0: {hot: 1000}})
-    policy.pending = {cold: 2, hot: 1}
-    strategy._probe([cold, hot], 0, [])
+    hold_waiting(spark, cfg, strategy, {cold: 2, hot: 1})
+    release = strategy._probe([cold, hot], 0, [])
+    assert release.count() == 3  # the tuples waiting, released with their segments
 
     assert set(policy.resident) == {hot}
     held = strategy.resident.df
@@ -212,7 +242,7 @@ def test_a_probe_that_admits_reads_key_map_once(spark, cfg):
     strategy = get_strategy("partitioned-range", spark, cfg, load_layout(cfg))
     strategy.begin("probe-read-test", None, [], [])
     strategy.policy.freq.observe_counts({0: {seg: 1000}})
-    strategy.policy.pending = {seg: 1}
+    hold_waiting(spark, cfg, strategy, {seg: 1})
     reads = []
     real_key_map = strategy.key_map
     strategy.key_map = lambda: reads.append(1) or real_key_map()
@@ -223,6 +253,17 @@ def test_a_probe_that_admits_reads_key_map_once(spark, cfg):
     want = strategy.lookup_columns(key_map.where(F.col("segment_id") == seg))
     assert sorted(strategy.resident.df.drop("segment_id").collect()) == sorted(want.collect())
     strategy.forget_snapshot()
+
+
+def hold_waiting(spark, cfg, strategy, counts: dict[int, int]) -> None:
+    """``counts[segment]`` of the ingested updates of that segment waiting in ``strategy``'s wait
+    buffer, as a step that routed them there leaves them."""
+    from pyspark.sql import functions as F
+
+    ingested = strategy._with_segment(read(spark, cfg, "ingested_updates"))
+    for seg, n in counts.items():
+        strategy.wait_buffer.append(ingested.where(F.col("segment_id") == seg).limit(n), 0, {seg})
+    strategy.policy.pending = dict(counts)
 
 
 def test_a_probe_of_thousands_of_segments_at_once_selects_exactly_their_pending_rows(spark, cfg):

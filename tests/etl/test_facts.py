@@ -303,9 +303,11 @@ def test_a_fact_load_killed_at_its_commit_points_recovers_to_the_uninterrupted_t
     for entity in STREAMS:  # processes: a Delta warehouse
         jobs.ingest(spark, config(tmp_path, "native", entity, "delta"), RUN)
     cfg = config(tmp_path, strategy, "orders", "delta")
-    # passages of load.key_map_merged in a process: each inferred batch's, then the fact's own; a
-    # restart first recovers the batch the kill left logged (one passage)
-    for point, nth in (("load.key_map_merged", 1), ("load.key_map_merged", 3)):
+    # Passages of load.current_merged (the entity table's MERGE, key_map's comes after it): the
+    # customer's inferred batch, killed there; after the restart, its recovery (1), the product's
+    # inferred batch (2), then the fact's own (3): its steps hold every order in the wait buffer,
+    # the end-of-run release carries them.
+    for point, nth in (("load.current_merged", 1), ("load.current_merged", 3)):
         done = killed_load(etl_process, cfg, point, nth)
         assert done.code == -signal.SIGKILL, done.tail()
     jobs.load(spark, cfg, RUN)  # the restart that finishes

@@ -23,6 +23,7 @@ from etl.core.faults import crash_point
 # Parts kept side by side before they are folded into one (a union of hundreds of checkpoints
 # is slow to plan; folding is one Spark job over rows already in memory).
 MAX_PARTS = 16
+NEVER_PROBED = -(2**31)  # the last probe step of a segment no probe has read
 
 
 class WaitBuffer:
@@ -38,11 +39,13 @@ class WaitBuffer:
 
     def restore(self, ingested: DataFrame, pending_since: Mapping[int, int], last_step: int) -> None:
         """After a restart: ``ingested`` (the run's rows with ``batch_index`` = step and
-        ``segment_id``) of the done steps; each pending segment's rows from ``pending_since``."""
+        ``segment_id``) of the done steps, the last ``last_step``; each pending segment's rows from
+        ``pending_since``."""
         self.release()
         if not pending_since:
             return
-        rows = ingested.where(F.col("batch_index") <= last_step).where(rows_from(pending_since))
+        # From its step on: after the step before it (steps are whole numbers).
+        rows = ingested.where(pending_condition(sorted(pending_since), {s: t - 1 for s, t in pending_since.items()}))
         rows = rows.select(*self.columns, "batch_index", "segment_id").localCheckpoint(eager=True)
         self.parts = [(last_step, frozenset(pending_since), rows)]
 
@@ -53,14 +56,14 @@ class WaitBuffer:
         parts = [rows for _, segments, rows in self.parts if segments & wanted]
         if not parts:
             return None
-        rows = reduce(lambda a, b: a.unionByName(b), parts).where(F.col("segment_id").isin(sorted(wanted)))
+        rows = reduce(lambda a, b: a.unionByName(b), parts)
         return rows.where(pending_condition(due, last_probe_step)).select(*self.columns)
 
     def forget_released(self, last_probe_step: Mapping[int, int]) -> None:
         """Drop the parts whose every segment has been probed since."""
         kept = []
         for step, segments, rows in self.parts:
-            left = frozenset(s for s in segments if last_probe_step.get(s, -(2**31)) < step)
+            left = frozenset(s for s in segments if last_probe_step.get(s, NEVER_PROBED) < step)
             if left:
                 kept.append((step, left, rows))
         if len(kept) > MAX_PARTS:
@@ -68,7 +71,7 @@ class WaitBuffer:
             last = max(step for step, _, _ in kept)
             due = sorted(segments)
             folded = reduce(lambda a, b: a.unionByName(b), [rows for _, _, rows in kept])
-            folded = folded.where(F.col("segment_id").isin(due)).where(pending_condition(due, last_probe_step))
+            folded = folded.where(pending_condition(due, last_probe_step))
             kept = [(last, segments, folded.localCheckpoint(eager=True))]
         self.parts = kept
 
@@ -84,21 +87,8 @@ def pending_condition(due: list[int], last_probe_step: Mapping[int, int]):
     segments)."""
     by_step: dict[int, list[int]] = {}
     for s in due:
-        by_step.setdefault(last_probe_step.get(s, -(2**31)), []).append(s)
-    return _balanced_or([F.col("segment_id").isin(sorted(segs)) & (F.col("batch_index") > step)
-                         for step, segs in sorted(by_step.items())])
-
-
-def rows_from(since: Mapping[int, int]):
-    """Rows of each segment of ``since`` from its step on (one term per distinct step)."""
-    by_step: dict[int, list[int]] = {}
-    for s, step in since.items():
-        by_step.setdefault(step, []).append(s)
-    return _balanced_or([F.col("segment_id").isin(sorted(segs)) & (F.col("batch_index") >= step)
-                         for step, segs in sorted(by_step.items())])
-
-
-def _balanced_or(terms):
-    while len(terms) > 1:  # depth log2(terms)
+        by_step.setdefault(last_probe_step.get(s, NEVER_PROBED), []).append(s)
+    terms = [F.col("segment_id").isin(sorted(segs)) & (F.col("batch_index") > step) for step, segs in sorted(by_step.items())]
+    while len(terms) > 1:  # a balanced OR: depth log2(terms)
         terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
     return terms[0]

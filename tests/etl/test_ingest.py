@@ -35,6 +35,7 @@ BAD_FIELDS = {  # the field of the line each reason names (reason_detail); None:
 }
 
 
+@pytest.mark.memory_tables
 def test_each_bad_line_gets_its_reason_and_good_lines_pass(spark, cfg):
     cfg = cfg.replace(max_record_bytes=2048)
     land(cfg, [good("1"), *BAD_LINES.values(), "", good("2", seq=6)])
@@ -58,6 +59,7 @@ def test_each_bad_line_gets_its_reason_and_good_lines_pass(spark, cfg):
     assert row.update_id.endswith("updates-20261122T0100.jsonl:000000001")
 
 
+@pytest.mark.memory_tables
 def test_unknown_source_rejected_when_sources_are_listed(spark, cfg):
     land(cfg, [good("1")])
     land(cfg, [good("1", source_id="erp")], source="erp")
@@ -65,6 +67,7 @@ def test_unknown_source_rejected_when_sources_are_listed(spark, cfg):
     assert summary["rejected_by_reason"] == {"unknown_source": 1}
 
 
+@pytest.mark.memory_tables
 def test_interval_owns_the_files_of_its_minutes_only(spark, cfg):
     land(cfg, [good("1")], minute=T0 - timedelta(minutes=1))
     land(cfg, [good("2")], minute=T0)
@@ -76,6 +79,7 @@ def test_interval_owns_the_files_of_its_minutes_only(spark, cfg):
     assert [s.name.rsplit("/", 1)[1] for s in files.skipped] == ["notes.txt"]
 
 
+@pytest.mark.memory_tables
 def test_rerunning_ingest_replaces_instead_of_appending(spark, cfg):
     land(cfg, [good("1"), "garbage"])
     jobs.ingest(spark, cfg, INTERVAL)
@@ -84,6 +88,7 @@ def test_rerunning_ingest_replaces_instead_of_appending(spark, cfg):
     assert read(spark, cfg, "rejected_updates").count() == 1
 
 
+@pytest.mark.memory_tables
 def test_a_line_stamped_outside_its_file_s_minute_stays_in_that_minute_s_windows(spark, cfg):
     """Its arrival time picks the window, kept inside the file's minute: a later file can never add
     to a window already loaded, so the always-on loader's pieces are the run's rows."""
@@ -101,6 +106,7 @@ def test_a_line_stamped_outside_its_file_s_minute_stays_in_that_minute_s_windows
     assert sorted(read(spark, cfg, "ingested_updates").collect()) == whole
 
 
+@pytest.mark.memory_tables
 def test_rejection_ceiling_fails_the_run_after_quarantining(spark, cfg):
     land(cfg, [good("1"), "garbage", "more garbage"])
     with pytest.raises(jobs.RejectionCeilingExceeded, match="max_rejected_fraction"):
@@ -122,6 +128,7 @@ def test_interval_must_be_whole_minutes():
         Interval(T0, T0)
 
 
+@pytest.mark.memory_tables
 def test_empty_files_extra_columns_and_a_file_delivered_twice(spark, cfg):
     """An empty file adds nothing; unexpected fields are ignored (the row is kept); the same file
     delivered again a minute later loads as re-deliveries, not as new versions."""
@@ -138,6 +145,7 @@ def test_empty_files_extra_columns_and_a_file_delivered_twice(spark, cfg):
     assert read(spark, cfg, "key_map").count() == 2
 
 
+@pytest.mark.memory_tables
 def test_hostile_lines_are_rejected_not_merged_or_dropped(spark, cfg):
     """Two objects on one line used to load the first and drop the second; two natural keys that
     differ only in invalid UTF-8 bytes used to become one key. A BOM on the first line is fine."""
@@ -172,6 +180,7 @@ def test_hostile_lines_are_rejected_not_merged_or_dropped(spark, cfg):
         read(spark, cfg, name).toPandas()
 
 
+@pytest.mark.memory_tables
 def test_a_hostile_landing_tree_loads_each_line_once(spark, cfg, tmp_path):
     """Copies with near-miss names are not ingested (they doubled every line); directories, FIFOs
     and dangling links with landing names are skipped and reported, not a crash; a source_id with
@@ -204,6 +213,7 @@ def test_a_hostile_landing_tree_loads_each_line_once(spark, cfg, tmp_path):
     assert "skipped entries" in jobs.format_report(jobs.report(cfg, INTERVAL))
 
 
+@pytest.mark.memory_tables
 def test_update_ids_do_not_depend_on_where_the_landing_zone_is_mounted(spark, cfg, tmp_path):
     """The same files under a root with a space and a % in its path (Spark's file paths are
     URL-encoded, so the root used to stay in every update_id there)."""

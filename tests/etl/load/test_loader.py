@@ -19,7 +19,7 @@ from etl.generator import StreamSpec, generate_stream
 from etl.io.spark import sql_settings
 from etl.io.tables import read
 from etl.load.loader import Loader, OverlappingRunError
-from tests.helpers import copy_of, deterministic_tables, die_after, good, land
+from tests.helpers import copy_of, deterministic_tables, die_after, good, land, reference_in_memory
 from warehouse.schemas import DETERMINISTIC_TABLES, TABLES
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
@@ -413,7 +413,7 @@ def test_a_batch_an_older_version_logged_but_did_not_apply_is_recovered(spark, c
 
     stream(cfg, duration_s=60, key_domain=50)
     one = Interval(T0, T0 + timedelta(minutes=1))
-    whole = cfg.replace(warehouse_root=str(tmp_path / "whole"), runs_root=str(tmp_path / "whole-runs"))
+    whole = reference_in_memory(cfg, tmp_path / "whole")  # one run's warehouse, only compared with
     ingest_and_load(spark, whole, one)
     jobs.ingest(spark, cfg, one)
     ensure_tables(spark, cfg)

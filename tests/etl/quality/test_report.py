@@ -4,6 +4,8 @@ import csv
 from datetime import timedelta
 from decimal import Decimal
 
+import pytest
+
 from etl import jobs
 from etl.core.interval import Interval
 from etl.core.panes import Pane, delay_bucket, windows
@@ -14,6 +16,9 @@ from tests.helpers import T0
 from warehouse.schemas import BATCH_LEDGER
 
 RUN = Interval(T0, T0 + timedelta(minutes=3))
+# The report reads the tables through the handle: their store is not its claim (the Delta warehouse
+# is the end-to-end tests' and the report DAG's, tests/dags/test_airflow_standalone.py).
+pytestmark = pytest.mark.memory_tables
 
 
 def test_report_counts_every_update_once_and_draws_the_plot(spark, cfg):

@@ -104,7 +104,6 @@ def test_a_type_confusion_in_any_field_is_rejected_or_exact(field, value):
         assert_valid_update(got, line)
 
 
-@pytest.mark.memory_tables
 @pytest.mark.parametrize("seed", TREE_SEEDS)
 def test_a_hostile_landing_tree_every_line_once_and_no_merged_keys(spark, cfg, seed):
     cfg = cfg.replace(max_record_bytes=LIMIT)

@@ -3,7 +3,7 @@
 whole frames (the MERGEs: tests/etl/load/test_apply.py). The in-memory one is for tests only:
 the command line refuses it."""
 
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from chispa import assert_df_equality
@@ -14,6 +14,7 @@ from etl.io.tables import MissingTable, open_tables
 from warehouse.schemas import TABLES
 
 T1 = datetime(2026, 11, 22, 1, 0, 1)
+MINUTE = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture
@@ -27,9 +28,13 @@ def both(spark, cfg, tmp_path):
     memory_tables.forget_under(str(tmp_path))
 
 
-def rejected(spark, run_key, *ids):
-    return spark.createDataFrame([(run_key, f"u{i}", "crm", "f.jsonl", i, "malformed_json", "{", T1, None) for i in ids],
+def rejected(spark, run_key, *ids, at=T1):
+    return spark.createDataFrame([(run_key, f"u{i}", "crm", "f.jsonl", i, "malformed_json", "{", at, None) for i in ids],
                                  TABLES["rejected_updates"].schema)
+
+
+def micros(t: datetime) -> int:
+    return int(t.timestamp() * 1e6)
 
 
 def test_appends_replacements_and_deletes_leave_the_same_rows_in_both(spark, both):
@@ -41,8 +46,18 @@ def test_appends_replacements_and_deletes_leave_the_same_rows_in_both(spark, bot
             tables.replace_where(rejected(spark, "r3", 5), "rejected_updates", "run_key = 'r1'")
         tables.append(rejected(spark, "r4", 6, 7), "rejected_updates")
         tables.delete_where("rejected_updates", "run_key = 'r4' AND update_id = 'u6'")
+        # Pieces of a run written over, as the always-on loader's ingest writes them (etl.jobs.
+        # ingest_pieces): ranges of ordinary columns inside the run's partition, the rest kept.
+        second = MINUTE + timedelta(minutes=1)
+        tables.append(rejected(spark, "r5", 8, at=MINUTE), "rejected_updates")
+        tables.append(rejected(spark, "r5", 9, at=second), "rejected_updates")
+        tables.replace_where(rejected(spark, "r5", 10, at=second), "rejected_updates",
+                             f"run_key = 'r5' AND unix_micros(arrival_minute) >= {micros(second)} "
+                             f"AND unix_micros(arrival_minute) < {micros(second + timedelta(minutes=1))}")
+        tables.replace_where(rejected(spark, "r5", 11, at=second), "rejected_updates",
+                             "run_key = 'r5' AND line_number >= 10 AND line_number < 12")
     got = {store: t.read("rejected_updates") for store, t in both.items()}
-    assert sorted(r.update_id for r in got["memory"].collect()) == ["u3", "u4", "u7"]
+    assert sorted(r.update_id for r in got["memory"].collect()) == ["u11", "u3", "u4", "u7", "u8"]
     assert_df_equality(got["memory"], got["delta"], ignore_row_order=True, ignore_nullable=True)
 
 

@@ -106,10 +106,15 @@ def ingest(spark, cfg: EtlConfig, interval: Interval, progress=None) -> dict:
 
 
 def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: KafkaPlan, a, b, updates_where: str,
-                   files_where: str, rejected_where: str, progress=None) -> tuple[Counter, int, int]:
+                   files_where: str, rejected_where: str, progress=None, fresh: bool = False,
+                   counts: dict | None = None) -> tuple[Counter, int, int]:
     """Check the scanned files' lines and the Kafka ranges' records, and write them over the rows
     the three predicates select (a run's partition, or the always-on loader's minutes of it):
-    rerunning writes the same rows. A recorded Kafka range must read as it did (``LandingChanged``)."""
+    rerunning writes the same rows. A recorded Kafka range must read as it did (``LandingChanged``).
+    ``fresh``: nothing was ever written where the predicates select (the always-on loader's first
+    attempt at these pieces), so the rows are appended, without a replace's search for rows to
+    remove and its check of every row written (a commit of about 0.3 s instead of 1.7-2 s).
+    ``counts`` receives the valid rows per window (``batch_index``)."""
     for s in scan.skipped + kafka.skipped:
         log.warning("skipped %s: %s", s.name, s.reason)
     checked = check_landed_files(spark, cfg, scan.files)
@@ -137,11 +142,21 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         if kafka.recorded:
             _check_recorded(interval, kafka.recorded, files)
         tables = open_tables(spark, cfg)
-        tables.replace_where(to_ingested(valid, interval, cfg.micro_batch_seconds, cfg.entity_model, cfg.piece_seconds), "ingested_updates", updates_where)
+        ingested = to_ingested(valid, interval, cfg.micro_batch_seconds, cfg.entity_model, cfg.piece_seconds)
+        if counts is not None:
+            counts.update({int(r[0]): int(r[1]) for r in ingested.groupBy("batch_index").count().collect()})
+
+        def write(rows, table: str, where: str) -> None:
+            if fresh:
+                tables.append(rows, table)
+            else:
+                tables.replace_where(rows, table, where)
+
+        write(ingested, "ingested_updates", updates_where)
         crash_point("ingest.ingested_written")
-        tables.replace_where(to_rejected(rejected, interval), "rejected_updates", rejected_where)
+        write(to_rejected(rejected, interval), "rejected_updates", rejected_where)
         crash_point("ingest.rejected_written")
-        tables.replace_where(to_landed_files(files, interval), "landed_files", files_where)
+        write(to_landed_files(files, interval), "landed_files", files_where)
         reasons = Counter({(r[0], r[1]): r[2] for r in rejected.groupBy("reject_reason", "reject_field").count().collect()})
         totals = files.agg(F.sum("file_lines"), F.sum("file_blank_lines")).first()
     finally:
@@ -208,11 +223,13 @@ def check_rejections(cfg: EtlConfig, interval: Interval, summary: dict) -> None:
         )
 
 
-def ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end) -> dict:
+def ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end, fresh: bool = False) -> dict:
     """The always-on loader's ingest: the input pieces of ``[start, end)`` of the run (landing
     files, Kafka ranges decided now), whole arrival windows, written over the run's rows of those
-    windows and pieces (a restart writes the same rows again). Together the pieces are the rows
-    ``ingest`` writes at once."""
+    windows and pieces (a restart writes the same rows again), or, when ``fresh`` (the caller
+    knows no earlier attempt wrote any of them), appended. Together the pieces are the rows
+    ``ingest`` writes at once. The summary's ``batch_counts`` are the valid rows per window, for
+    the load step (``Loader.load_ready``'s ``counts``)."""
     mbs = cfg.micro_batch_seconds
     if not (is_window_boundary(interval, mbs, start) and is_window_boundary(interval, mbs, end)):
         raise ValueError(f"[{start}, {end}) splits an arrival window of run {interval.run_key}")
@@ -223,10 +240,14 @@ def ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end) -> dict
     lo, hi = windows_before(interval, mbs, start), windows_before(interval, mbs, end)
     pieces = (f"{run} AND unix_micros(arrival_minute) >= {int(start.timestamp() * 1e6)} "
               f"AND unix_micros(arrival_minute) < {int(end.timestamp() * 1e6)}")
+    counts: dict[int, int] = {}
     reasons, n_lines, n_blank = _write_checked(
-        spark, cfg, interval, scan, kafka, start, end, f"{run} AND batch_index >= {lo} AND batch_index < {hi}", pieces, pieces)
-    return ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, n_lines, n_blank, reasons,
-                          ranges=len(kafka.ranges), kafka_lost=kafka.lost_records)
+        spark, cfg, interval, scan, kafka, start, end, f"{run} AND batch_index >= {lo} AND batch_index < {hi}", pieces, pieces,
+        fresh=fresh, counts=counts)
+    summary = ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, n_lines, n_blank, reasons,
+                             ranges=len(kafka.ranges), kafka_lost=kafka.lost_records)
+    summary["batch_counts"] = counts
+    return summary
 
 
 def run_ingest_summary(spark, cfg: EtlConfig, interval: Interval, skipped, kafka_lost: int = 0) -> dict:

@@ -15,6 +15,7 @@ loading the interval itself). ``stop()`` (SIGTERM) ends it after the piece being
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -42,12 +43,15 @@ from etl.io.kafka import KafkaUnavailable, check_broker
 from etl.io.landing import Skipped
 from etl.io.lock import WarehouseLocked
 from etl.io.runs import OverlappingRunError, check_no_overlap, has_started, known_runs, run_finished, snapshot_runs
-from etl.io.stream_status import HEARTBEAT, stream_dir
+from etl.io.stream_status import HEARTBEAT, read_heartbeat, stream_dir
 from etl.io.tables import ensure_tables
 from etl.load.loader import Loader
 from etl.load.results import BatchResult, LoadResult
 
 log = logging.getLogger(__name__)
+
+
+STREAM_LOCK = "stream.lock"
 
 
 class RunStartedElsewhere(RuntimeError):
@@ -107,6 +111,7 @@ class Stream:
     def run(self, start: datetime | None = None, until: datetime | None = None) -> list[dict]:
         """Load run after run from ``start`` (default: the open run, else the one after the last
         run loaded, else the one now) until ``stop()``, or until the runs before ``until`` are done."""
+        alone = self._one_stream()
         try:
             if not self._waiting_for_kafka("the stream starts", lambda: check_broker(self.spark, self.cfg)):
                 return self.finished
@@ -117,7 +122,24 @@ class Stream:
                     interval = schedule_interval(self.cfg.schedule, interval.end)
         finally:
             self._heartbeat(None, stopped=True)
+            alone.close()
         return self.finished
+
+    def _one_stream(self):
+        """One stream per warehouse: its run state and its pieces are its own (a second one would
+        ingest the same pieces). Held as an exclusive lock on a file for as long as it runs,
+        released by the system when its process ends however it ends."""
+        path = stream_dir(self.cfg) / STREAM_LOCK
+        path.parent.mkdir(parents=True, exist_ok=True)
+        held = open(path, "a")
+        try:
+            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            held.close()
+            beat = read_heartbeat(self.cfg) or {}
+            raise WarehouseLocked(f"another etl stream runs on this warehouse (pid {beat.get('pid', '?')} on "
+                                  f"{beat.get('host', '?')}, {path}); stop it first") from None
+        return held
 
     def _first_run(self, start: datetime | None) -> Interval:
         opened = open_runs(self.cfg)
@@ -150,15 +172,18 @@ class Stream:
         if others:
             runs = run_intervals(known)
             raise OverlappingRunError(stream_overlap_advice(self.cfg.schedule, interval, [runs[k] for k in others], list(runs.values())))
+        # ``attempted_through``: the furthest end any attempt at an ingest of the run reached, saved
+        # before it writes (a state an older version wrote has none: no piece of it is fresh).
         state = {"run_key": interval.run_key, "ingested_through": interval.start.isoformat(), "skipped": [],
-                 "batches": [], "skipped_batches": 0, "recovered_batches": 0, "piece_seconds": self.cfg.piece_seconds}
+                 "batches": [], "skipped_batches": 0, "recovered_batches": 0, "piece_seconds": self.cfg.piece_seconds,
+                 "attempted_through": interval.start.isoformat()}
         write_json(path, state)
         return state
 
-    def _save(self, interval: Interval, state: dict, result: LoadResult) -> None:
+    def _save(self, interval: Interval, state: dict, result: LoadResult, durable: bool = False) -> None:
         state.update(batches=[asdict(b) for b in result.batches], skipped_batches=result.skipped_batches,
                      recovered_batches=result.recovered_batches)
-        write_json(self._state_path(interval), state)
+        write_json(self._state_path(interval), state, durable=durable)
 
     def _finished(self, interval: Interval) -> bool:
         """Loaded by anyone: its load summary is written (at a load's end) or its flush committed."""
@@ -179,6 +204,7 @@ class Stream:
         # What the run's load did so far, kept with its state: a restart's summary counts it all.
         result = LoadResult(interval.run_key, self.loader.spec.name, [BatchResult(**b) for b in state["batches"]],
                             state["skipped_batches"], state["recovered_batches"])
+        counts: dict[int, int] = {}  # updates per window ingested since the last load step
         while True:
             if self.stopping:
                 return False
@@ -192,19 +218,22 @@ class Stream:
                     continue
                 piece = self._waiting_for_kafka(
                     f"{_span(through, ready, piece_s)} of run {interval.run_key} is read",
-                    lambda: jobs.ingest_pieces(self.spark, self.cfg, interval, through, ready), state)
+                    self._ingest(interval, state, result, through, ready), state)
                 if piece is None:
                     return False
                 state["skipped"] += piece["skipped"]
                 state["kafka_records_lost"] = state.get("kafka_records_lost", 0) + piece.get("kafka_records_lost", 0)
                 state["ingested_through"] = ready.isoformat()
                 self._save(interval, state, result)
+                for window, n in piece["batch_counts"].items():
+                    counts[window] = n
                 self.progress(f"run {interval.run_key}: {_span(through, ready, piece_s)} ingested "
                               f"({piece['valid']} valid, {piece['rejected']} rejected)")
                 through = ready
-            step = self._load_ready(interval, windows_before(interval, mbs, through))
+            step = self._load_ready(interval, windows_before(interval, mbs, through), counts)
             if step is None:
                 return False
+            counts = {}
             result.batches += step.batches
             result.skipped_batches += step.skipped_batches
             result.recovered_batches += step.recovered_batches
@@ -214,6 +243,23 @@ class Stream:
                 break
         self._finish(interval, state, result)
         return True
+
+    def _ingest(self, interval: Interval, state: dict, result: LoadResult, start: datetime, end: datetime):
+        """The ingest of ``[start, end)``, as an action to try until Kafka answers. Only a first
+        attempt that starts where every earlier attempt ended (``attempted_through``, saved to disk
+        before it writes) appends the pieces' rows: a retry, or a restart after a crash in the middle
+        of an attempt, writes them over whatever that attempt left, including a later restart whose
+        pieces end before that attempt's did."""
+        attempted = state.get("attempted_through")
+        attempts = [attempted is not None and start >= datetime.fromisoformat(attempted)]
+        state["attempted_through"] = max(end, datetime.fromisoformat(attempted) if attempted else end).isoformat()
+        self._save(interval, state, result, durable=True)
+
+        def attempt() -> dict:
+            fresh = attempts.pop() if attempts else False
+            return jobs.ingest_pieces(self.spark, self.cfg, interval, start, end, fresh=fresh)
+
+        return attempt
 
     def _waiting_for_kafka(self, what: str, action, state: dict | None = None):
         """``action()``; while the Kafka cluster does not answer, said, then tried again after a
@@ -231,12 +277,12 @@ class Stream:
                 if self.stopping:
                     return None
 
-    def _load_ready(self, interval: Interval, closed: int) -> LoadResult | None:
+    def _load_ready(self, interval: Interval, closed: int, counts: dict[int, int]) -> LoadResult | None:
         """The loader's step, waiting while another load or maintenance holds the lock."""
         while True:
             try:
                 started = time.monotonic()
-                step = self.loader.load_ready(interval, closed)
+                step = self.loader.load_ready(interval, closed, counts=counts)
             except WarehouseLocked as exc:
                 if self.stopping:
                     return None

@@ -8,13 +8,25 @@ import os
 from pathlib import Path
 
 
-def write_atomic(path: Path, text: str) -> Path:
+def write_atomic(path: Path, text: str, durable: bool = False) -> Path:
+    """``durable``: on disk when this returns (the file and its directory synced), for a record
+    that must outlive a crash of the host, not only of the process."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
+    with open(tmp, "w") as f:
+        f.write(text)
+        if durable:
+            f.flush()
+            os.fsync(f.fileno())
     os.replace(tmp, path)
+    if durable:
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     return path
 
 
-def write_json(path: Path, data, indent: int | None = 2) -> Path:
-    return write_atomic(path, json.dumps(data, indent=indent, sort_keys=True, default=str))
+def write_json(path: Path, data, indent: int | None = 2, durable: bool = False) -> Path:
+    return write_atomic(path, json.dumps(data, indent=indent, sort_keys=True, default=str), durable)

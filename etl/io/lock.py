@@ -31,6 +31,9 @@ import uuid
 from pathlib import Path
 
 LOCK_NAME = "load.lock"
+# The token of the lock's latest holder, written as each takes it: a loader that finds its own
+# token there when it takes the lock again knows nobody held the warehouse in between.
+HOLDER_NAME = "load.last-holder"
 UNPARSABLE_GRACE_S = 10.0
 BREAKER_STALE_S = 60.0
 PID_MAX = 1 << 22  # Linux's largest pid_max
@@ -112,6 +115,8 @@ class LoadLock:
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         self.lost = False
+        # The token of the holder before this one (``None``: unknown), read as it is taken.
+        self.previous: str | None = None
 
     # ------------------------------------------------------------------ taking it
 
@@ -162,6 +167,11 @@ class LoadLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(5):
             if self._create():
+                try:
+                    self._record_holder()
+                except BaseException:
+                    self.path.unlink(missing_ok=True)  # ours, not held by anyone else yet
+                    raise
                 self._start_heartbeat()
                 return self
             try:
@@ -183,6 +193,32 @@ class LoadLock:
             self._break_stale(seen)
             time.sleep(0.05)
         raise WarehouseLocked(f"could not take {self.path}: others keep taking it; retry")
+
+    def _record_holder(self) -> None:
+        """Before the holder writes anything: read the previous holder's token, then put ours in its
+        place (atomically: a reader sees one token or the other). Unreadable, the previous holder
+        is unknown (``None``). Unwritable, the file is removed, so no later holder takes the token
+        before ours for its own; if it cannot be removed either, the lock is not taken."""
+        holder = self.path.with_name(HOLDER_NAME)
+        try:
+            self.previous = holder.read_text(errors="replace").strip() or None
+        except OSError:
+            self.previous = None
+        tmp = holder.with_name(f".{HOLDER_NAME}.{self.token}")
+        try:
+            tmp.write_text(self.token)
+            os.replace(tmp, holder)
+        except OSError as exc:
+            self.previous = None
+            try:
+                tmp.unlink(missing_ok=True)
+                if holder.is_dir():
+                    holder.rmdir()
+                else:
+                    holder.unlink(missing_ok=True)
+            except OSError:
+                raise WarehouseLocked(f"cannot record the lock's holder in {holder} ({exc}) nor remove it: "
+                                      f"fix its permissions or remove it") from exc
 
     # ------------------------------------------------------------------ holding it
 

@@ -52,9 +52,17 @@ class Loader:
         # is kept for the next call while nobody else has loaded and the layout is the same.
         self._open_run: tuple[str, int] | None = None
         self._continuing = False
-        # key_map's version when this loader last released the lock with a logged tail (batches
-        # logged, not applied: apply_interval_seconds > 0): kept only while no one wrote key_map.
-        self._key_map_version: int | None = None
+        # The token of the lock this loader's last call left the run open under: when the next call
+        # finds it recorded as the lock's previous holder, nobody held the warehouse in between, so
+        # the ledger, key_map and the layout are as this loader left them (no read to check them).
+        self._left_open_under: str | None = None
+        # The open run's arrivals per window (batch_index -> updates), as its ingested rows have
+        # them: read once, then completed by the counts of each piece the stream ingests.
+        self._counts: dict[int, int] | None = None
+        # The open run's batch indexes in the ledger, and whether this call holds the lock after
+        # this loader's own last call (``_locked``).
+        self._done: set[int] | None = None
+        self._alone = False
         self._strategy_tables = TailReads(self.tables, self.tail)
         # A fact's dimensions, which its batches' keys are looked up in (and inferred members
         # committed to) before its own join: each served by a session of its own.
@@ -82,14 +90,16 @@ class Loader:
         """Settled under the lock: a maintenance step may be changing the layout until then."""
         self.protocol.use(get_strategy(self.spec.name, self.spark, self.cfg, layout, self._strategy_tables), layout)
 
-    def _prepare(self, run_key: str) -> None:
+    def _prepare(self, run_key: str, alone: bool = False) -> None:
         """Under the lock: settle a rebalance cut short, then the layout and the strategy (the open
-        run's, kept; otherwise a fresh one, as a scheduled run starts with)."""
+        run's, kept; otherwise a fresh one, as a scheduled run starts with). ``alone``: nobody held
+        the lock since this loader's last call left the run open. Otherwise the run is continued
+        only when nobody loaded meanwhile and no logged tail is held: someone else may have applied
+        it (a fact's lookups recover it), and recovery applies it from the log instead."""
         settle_pending_layout(self.spark, self.cfg)
         layout = load_layout(self.cfg, self.spec.new_layout)
-        self._continuing = (self._open_run is not None and layout == self.layout
-                            and self._open_run == (run_key, self.ledger.state()[0])
-                            and (not self.tail or self._key_map_version == self.tables.version("key_map")))
+        same_run = self._open_run is not None and self._open_run[0] == run_key and layout == self.layout
+        self._continuing = same_run and (alone or (self._open_run[1] == self.ledger.state()[0] and not self.tail))
         self._open_run = None  # set again only by a step call that ends with the run still open
         if self._continuing:
             return
@@ -161,27 +171,37 @@ class Loader:
         Fails at once with ``WarehouseLocked`` while another load holds the warehouse."""
         return self._locked(interval, lambda: self._load(interval, progress))
 
-    def load_ready(self, interval: Interval, closed_windows: int, progress=None) -> LoadResult:
+    def load_ready(self, interval: Interval, closed_windows: int, progress=None,
+                   counts: dict[int, int] | None = None) -> LoadResult:
         """The always-on loader's step: load the run's batches that its first ``closed_windows``
         arrival windows (ingested) settle, and once they are all of the run's, flush and end it as
         ``load`` does. Holds the lock for this call only; the strategy's state (resident segments,
         wait buffer, MESHJOIN queue) is kept for the next call unless someone else loaded or the
-        layout changed meanwhile, when the run is taken up again as after a restart."""
-        return self._locked(interval, lambda: self._load(interval, progress, closed_windows))
+        layout changed meanwhile, when the run is taken up again as after a restart. ``counts``:
+        the updates per window of what was ingested since the last call (``jobs.ingest_pieces``),
+        so a continued run is planned without reading its ingested rows again."""
+        return self._locked(interval, lambda: self._load(interval, progress, closed_windows, counts))
 
     def _locked(self, interval: Interval, body) -> LoadResult:
         check_sequence_definition(self.cfg, self.tables)
         self.tables.ensure()
         with LoadLock(self.cfg.meta_path, f"load of {interval.run_key}", self.cfg.lock_stale_seconds) as lock:
             self.protocol.lock = lock
-            self.ledger.forget()  # others may have loaded since this loader last held the lock
+            alone = self._alone = self._left_open_under is not None and lock.previous == self._left_open_under
+            self._left_open_under = None
+            if not alone:
+                self.ledger.forget()  # others may have loaded since this loader last held the lock
             try:
-                self._prepare(interval.run_key)
-                return body()
+                self._prepare(interval.run_key, alone)
+                result = body()
+                if self._open_run is not None:
+                    self._left_open_under = lock.token
+                return result
             finally:
                 self.protocol.lock = None
 
-    def _load(self, interval: Interval, progress=None, closed_windows: int | None = None) -> LoadResult:
+    def _load(self, interval: Interval, progress=None, closed_windows: int | None = None,
+              counts: dict[int, int] | None = None) -> LoadResult:
         final = closed_windows is None or closed_windows >= n_windows(interval, self.cfg.micro_batch_seconds)
         result = LoadResult(interval.run_key, self.strategy.name)
         if self.references:
@@ -194,9 +214,17 @@ class Loader:
             result.recovered_batches = len(self.protocol.recover())
             check_no_overlap(self.spark, self.cfg, interval)
         ingested = self.tables.read("ingested_updates").where(f"run_key = '{interval.run_key}'")
+        if self._continuing and counts is not None and self._counts is not None:
+            self._counts.update(counts)
+        else:
+            self._counts = None
         ingested, indexes, sizes = self._plan(interval, ingested, progress, None if final else closed_windows)
-        ledger_rows = self.ledger.rows(interval.run_key)
-        done = {r["batch_index"] for r in ledger_rows}
+        if self._continuing and self._alone and self._done is not None:
+            ledger_rows, done = [], self._done  # as this loader left them: nobody held the lock since
+        else:
+            ledger_rows = self.ledger.rows(interval.run_key)
+            done = {r["batch_index"] for r in ledger_rows}
+        self._done = done
         result.skipped_batches = len([i for i in indexes if i in done])
         todo = [i for i in indexes if i not in done]
         if FLUSH_STEP in done:
@@ -220,13 +248,13 @@ class Loader:
             batch = source.where(f"batch_index = {index}").drop("run_key", "batch_index")
             for joined in self.strategy.submit(batch, index):
                 result.batches.append(self.protocol.commit(interval.run_key, index, joined, started))
+            done.add(index)  # logged (a step that released nothing too: its ledger row says so)
             if progress:
                 progress(f"batch {n}/{len(todo)} (index {index}) committed")
         if not final:
             if self.protocol.tail_due():
                 self.protocol.apply_tail()
             self._open_run = (interval.run_key, self.ledger.state()[0])
-            self._key_map_version = self.tables.version("key_map") if self.tail else None
             return result
         for n, joined in enumerate(self.strategy.flush(), 1):
             result.batches.append(self.protocol.commit(interval.run_key, FLUSH_STEP, joined, time.time()))
@@ -252,7 +280,9 @@ class Loader:
         arrival windows and takes the first window's ``batch_index``. The plan is a pure function
         of the run's ingested counts, so a restart plans the same batches; with ``closed_windows``
         only the batches those windows settle for good (``stream_plan.settled_groups``)."""
-        counts = {int(r[0]): int(r[1]) for r in ingested.groupBy("batch_index").count().collect()}
+        if self._counts is None:
+            self._counts = {int(r[0]): int(r[1]) for r in ingested.groupBy("batch_index").count().collect()}
+        counts = self._counts
         groups = load_batches(self.strategy.name, counts, self.cfg)
         if closed_windows is not None:
             total = n_windows(interval, self.cfg.micro_batch_seconds)

@@ -15,10 +15,15 @@ from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
 from etl.io.lock import LOCK_NAME
 from etl.io.stream_status import HEARTBEAT, read_heartbeat, stream_dir
-from etl.stream import Stream
+from etl.io.lock import WarehouseLocked
+from etl.stream import STREAM_LOCK, Stream
 from tests.helpers import T0, FakeClock, deterministic_tables
 
 pytestmark = pytest.mark.spark
+
+
+class Killed(RuntimeError):
+    """A process's death at a crash point, in the test's process."""
 
 RUNS = [Interval(T0, T0 + timedelta(minutes=2)), Interval(T0 + timedelta(minutes=2), T0 + timedelta(minutes=4))]
 # One window a minute (so a run is two pieces of one batch each: a batch costs seconds here);
@@ -60,6 +65,16 @@ def test_the_stream_loads_what_scheduled_runs_load(spark, cfg, tmp_path, monkeyp
     finished = [f["run_key"] for f in stream.run(until=RUNS[-1].end)]
     if stop_after_piece:
         assert finished == [RUNS[0].run_key] and (stream_dir(cfg) / f"{RUNS[1].run_key}.json").exists()
+        # Started again, it dies in its first piece's ingest after appending the piece's rows to
+        # ingested_updates (a fresh piece's rows are appended); started once more, it writes that
+        # piece over them instead of appending them twice.
+        def killed_once(point: str) -> None:
+            if point == "ingest.ingested_written":
+                monkeypatch.setattr(jobs, "crash_point", lambda point: None)
+                raise Killed(point)
+        monkeypatch.setattr(jobs, "crash_point", killed_once)
+        with pytest.raises(Killed):
+            Stream(spark, cfg, clock=clock, sleep=clock.sleep, progress=messages.append).run(until=RUNS[-1].end)
         again = Stream(spark, cfg, clock=clock, sleep=clock.sleep, progress=messages.append)
         finished += [f["run_key"] for f in again.run(until=RUNS[-1].end)]  # resumes the open run
     assert finished == [r.run_key for r in RUNS]
@@ -70,7 +85,7 @@ def test_the_stream_loads_what_scheduled_runs_load(spark, cfg, tmp_path, monkeyp
     assert [p.split(": ", 1)[1].split(" ingested")[0] for p in pieces] == spans
     assert len(made) == len(RUNS) + (1 if stop_after_piece else 0)
     assert not (cfg.meta_path / LOCK_NAME).exists()
-    assert read_heartbeat(cfg)["stopped"] and sorted(p.name for p in stream_dir(cfg).iterdir()) == [HEARTBEAT]
+    assert read_heartbeat(cfg)["stopped"] and sorted(p.name for p in stream_dir(cfg).iterdir()) == [HEARTBEAT, STREAM_LOCK]
 
     scheduled = cfg.replace(warehouse_root=str(tmp_path / "scheduled"), runs_root=str(tmp_path / "scheduled-runs"))
     for run in RUNS:
@@ -83,3 +98,15 @@ def test_the_stream_loads_what_scheduled_runs_load(spark, cfg, tmp_path, monkeyp
         assert streamed["loaded_by"] == "stream"
         for key in ("outcomes", "keys_allocated", "rejected", "updates_in"):
             assert streamed[key] == loaded[key], key
+
+
+@pytest.mark.memory_tables
+def test_a_second_stream_on_the_same_warehouse_is_refused(spark, cfg):
+    """Its pieces would be ingested twice: one stream per warehouse, for as long as it runs."""
+    running = Stream(spark, cfg)._one_stream()
+    try:
+        with pytest.raises(WarehouseLocked, match="another etl stream runs on this warehouse"):
+            Stream(spark, cfg).run()
+    finally:
+        running.close()
+    Stream(spark, cfg)._one_stream().close()  # free again once the first has ended

@@ -129,7 +129,7 @@ def test_the_lock_is_created_atomically_and_never_half_written(tmp_path):
         stop.set()
         t.join()
     assert seen and all("token" in s for s in seen)  # a JSON error would have raised in the reader
-    assert list(tmp_path.iterdir()) == []  # no temp files left
+    assert [p.name for p in tmp_path.iterdir()] == ["load.last-holder"]  # no temp files left
 
 
 def test_a_lock_taken_over_is_noticed_before_the_next_commit(tmp_path):
@@ -173,3 +173,38 @@ def test_entities_load_under_their_own_locks(tmp_path):
         with pytest.raises(WarehouseLocked):
             with LoadLock(customer.meta_path, "a second load of customer"):
                 pass
+
+
+def test_a_holder_learns_whether_anyone_held_the_lock_since_its_own_last_hold(tmp_path, monkeypatch):
+    """What lets the always-on loader keep the state it read between its steps: the token of the
+    holder before it, written as each holder takes the lock, including one killed while holding."""
+    from etl.io.lock import HOLDER_NAME
+
+    with LoadLock(tmp_path, "stream") as first:
+        pass
+    with LoadLock(tmp_path, "stream") as again:
+        assert again.previous == first.token  # nobody in between
+    killed = subprocess.run([sys.executable, "-c", (
+        "import os, sys; from etl.io.lock import LoadLock\n"
+        f"lock = LoadLock({str(tmp_path)!r}, 'a backfill', 900.0).__enter__()\n"
+        "print(lock.token, flush=True); os._exit(9)")], capture_output=True, text=True, cwd=ROOT)
+    assert killed.returncode == 9, killed.stderr
+    with LoadLock(tmp_path, "stream") as third:  # takes over the dead holder's lock
+        assert third.previous == killed.stdout.strip() != again.token
+    (tmp_path / HOLDER_NAME).unlink()
+    (tmp_path / HOLDER_NAME).mkdir()  # unreadable and unwritable: never taken for the loader's own
+    with LoadLock(tmp_path, "stream") as fourth:
+        assert fourth.previous is None
+    (tmp_path / HOLDER_NAME).write_bytes(b"\xff\xfe garbled")  # read as unknown bytes, the lock still taken
+    with LoadLock(tmp_path, "stream") as fifth:
+        assert fifth.previous not in (None, fourth.token)
+    # A holder that cannot write its token (a full disk) removes the one before, so the holder
+    # after it does not find its own token there and think nobody held the lock in between.
+    real_replace = os.replace
+    monkeypatch.setattr(os, "replace", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left on device")))
+    with LoadLock(tmp_path, "a backfill") as full:
+        assert full.previous is None
+    monkeypatch.setattr(os, "replace", real_replace)
+    with LoadLock(tmp_path, "stream") as sixth:
+        assert sixth.previous is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == [HOLDER_NAME]  # no lock, no temp file left

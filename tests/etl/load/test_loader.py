@@ -331,10 +331,12 @@ def test_a_batch_the_key_map_first_version_left_between_its_merges_is_applied_ag
 
 
 @pytest.mark.memory_tables
-def test_a_tail_kept_between_pieces_is_dropped_when_someone_else_applied_it(spark, cfg, tmp_path):
+def test_a_tail_kept_between_pieces_is_dropped_when_someone_else_applied_it(spark, cfg, tmp_path, monkeypatch):
     """The always-on loader keeps its logged tail from piece to piece while no one else writes
     key_map; a fact's lookups (or any load) in between apply it from the log, and the loader then
-    takes the run up again as after a restart instead of merging its tail over key_map twice."""
+    takes the run up again as after a restart instead of merging its tail over key_map twice.
+    While nobody else held the lock, a step reads neither the ledger nor a table's version, and
+    plans from the counts of what was ingested since (the lock's previous holder says so)."""
     from etl.core.stream_plan import n_windows
 
     cfg = cfg.replace(micro_batch_seconds=20, apply_interval_seconds=3600)
@@ -348,11 +350,21 @@ def test_a_tail_kept_between_pieces_is_dropped_when_someone_else_applied_it(spar
     streaming = Loader(spark, cfg)
     assert len(streaming.load_ready(RUN, 2).batches) == 2
     assert read(spark, cfg, "key_map").count() == 0  # logged, not applied: the tail is kept
-    assert len(streaming.load_ready(RUN, 3).batches) == 1 and len(streaming.tail.batches) == 3  # kept: no one wrote
+    third = {2: read(spark, cfg, "ingested_updates").where("batch_index = 2").count()}
+    reads, real_read = [], streaming.tables.read
+    monkeypatch.setattr(streaming.tables, "read", lambda name: reads.append(name) or real_read(name))
+    frames = type(real_read("ingested_updates"))  # pyspark's classic DataFrame, which has its own groupBy
+    grouped, real_group_by = [], frames.groupBy
+    monkeypatch.setattr(frames, "groupBy", lambda df, *cols: grouped.append(cols) or real_group_by(df, *cols))
+    assert len(streaming.load_ready(RUN, 3, counts=third).batches) == 1 and len(streaming.tail.batches) == 3  # kept: no one wrote
+    assert "batch_ledger" not in reads, reads
+    assert ("batch_index",) not in grouped, grouped  # planned from the counts, not by grouping the run's rows again
     with Loader(spark, cfg).attached("a fact's lookups", 5):
         pass  # recovers: applies the three logged batches
     assert read(spark, cfg, "key_map").count() > 0
+    reads.clear()
     streaming.load_ready(RUN, n_windows(RUN, 20))
+    assert "batch_ledger" in reads  # someone else held the lock: the ledger is read again
     assert deterministic_tables(spark, cfg) == deterministic_tables(spark, one_by_one)
     assert read(spark, cfg, "batch_ledger").where("batch_seq > 0").count() == 6
 

@@ -1,0 +1,170 @@
+"""Where one piece of the always-on loader's time goes: per piece, its ingest and its load step,
+and inside them the calls that cost Spark jobs or Delta commits.
+
+    .venv/bin/python -m benchmarks.stream_piece                     # about seven minutes on 2 cores
+    .venv/bin/python -m benchmarks.stream_piece --strategies native --out /tmp/piece.json
+
+A warehouse seeded directly with ``--keys`` keys, then ``--minutes`` of a ``--rate`` updates/s
+stream in landing files of ``--piece-seconds``, loaded by ``etl stream`` (``etl.stream.Stream``)
+with a clock that passes only while it waits: every piece is ready as soon as the one before is
+loaded, so nothing here is delay, only cost. The calls are timed where they are looked up from
+(the stream's ``jobs.ingest_pieces`` and ``Loader.load_ready``; inside them the named calls of
+``CALLS``), each with the Spark jobs it started and the Delta commits it added; a call inside
+another is counted in both. Reported: medians per piece over the pieces after the first two (the
+first carries the run's start-up) and before the run's last two (its flush and summaries); a
+piece is a load step and the ingest before it."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from benchmarks.measures import delta_commits, jobs_started, keymap_segment_bytes, seed_direct
+from benchmarks.report import partitioned_settings
+from etl.core.config import EtlConfig
+from etl.core.interval import Interval
+from etl.generator import StreamSpec, generate_stream
+from etl.io.spark import build_spark_session
+from etl.stream import Stream
+
+T0 = datetime(2026, 11, 22, 6, 0, tzinfo=timezone.utc)
+
+# (module, attribute) of each call timed: the two steps of a piece first, then what they call.
+STEPS = [("etl.stream", "jobs.ingest_pieces"), ("etl.load.loader", "Loader.load_ready")]
+CALLS = [
+    ("etl.jobs", "scan_sources"), ("etl.jobs", "check_sequence_definition"), ("etl.jobs", "plan_ranges"),
+    ("etl.jobs", "check_landed_files"), ("etl.io.delta_tables", "DeltaTables.replace_where"),
+    ("etl.load.loader", "check_sequence_definition"), ("etl.load.loader", "settle_pending_layout"),
+    ("etl.load.loader", "Loader._prepare"), ("etl.load.loader", "Loader._plan"),
+    ("etl.load.protocol", "CommitProtocol.decide"), ("etl.load.protocol", "CommitProtocol.log"),
+    ("etl.load.protocol", "CommitProtocol.apply"), ("etl.load.protocol", "key_map_changes"),
+    ("etl.load.protocol", "summarise_outcomes"), ("etl.load.ledger", "Ledger.record"), ("etl.load.ledger", "Ledger.state"),
+    ("etl.stream", "Stream._save"), ("etl.stream", "Stream._heartbeat"),
+]
+
+
+class Timer:
+    """Wraps the named calls; ``piece()`` closes a piece's figures."""
+
+    def __init__(self, spark, root: Path) -> None:
+        self.spark, self.root = spark, root
+        self.current: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0, 0])
+        self.pieces: list[dict] = []
+        self.undo = []
+
+    def wrap(self, module: str, attr: str, closes_piece: bool = False) -> None:
+        owner = importlib.import_module(module)
+        *path, name = attr.split(".")
+        for p in path:
+            owner = getattr(owner, p)
+        real = getattr(owner, name)
+        label = attr.split(".")[-1] if "." in attr and attr.split(".")[0] in ("jobs",) else attr
+
+        @functools.wraps(real)
+        def timed(*args, **kwargs):
+            jobs0, commits0, t0 = jobs_started(self.spark), delta_commits(self.root), time.perf_counter()
+            try:
+                return real(*args, **kwargs)
+            finally:
+                figures = self.current[label]
+                figures[0] += time.perf_counter() - t0
+                figures[1] += jobs_started(self.spark) - jobs0
+                figures[2] += delta_commits(self.root) - commits0
+                figures[3] += 1
+                if closes_piece:
+                    self.piece()
+
+        setattr(owner, name, timed)
+        self.undo.append((owner, name, real))
+
+    def piece(self) -> None:
+        self.pieces.append({k: list(v) for k, v in self.current.items()})
+        self.current.clear()
+
+    def restore(self) -> None:
+        for owner, name, real in reversed(self.undo):
+            setattr(owner, name, real)
+
+
+def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dict:
+    name = strategy.replace(":", "-").replace("=", "")
+    cfg = base.replace(warehouse_root=str(work / name / "warehouse"), runs_root=str(work / name / "runs"),
+                       landing_root=str(work / name / "landing"), join_strategy=strategy)
+    run = Interval(T0, T0 + timedelta(minutes=args.minutes))
+    seed_direct(spark, cfg, args.keys, Interval(T0 - timedelta(minutes=args.minutes), T0))
+    cfg = cfg.replace(memory_budget=sum(keymap_segment_bytes(spark, cfg).values()) // 10,
+                      **partitioned_settings(args.rate, cfg.micro_batch_seconds))
+    generate_stream(StreamSpec(start=T0, duration_s=60 * args.minutes, rate=args.rate, seed=5, key_domain=args.keys),
+                    cfg.landing_path, piece_seconds=cfg.piece_seconds)
+    timer = Timer(spark, cfg.warehouse_path)
+    clock = [T0]
+
+    def sleep(seconds: float) -> None:
+        clock[0] += timedelta(seconds=max(seconds, 0.001))
+
+    for module, attr in STEPS + CALLS:
+        timer.wrap(module, attr, closes_piece=attr == "Loader.load_ready")
+    try:
+        started = time.perf_counter()
+        Stream(spark, cfg, clock=lambda: clock[0], sleep=sleep, progress=lambda message: None).run(start=run.start, until=run.end)
+        whole = time.perf_counter() - started
+    finally:
+        timer.restore()
+    steady = timer.pieces[2:-2]
+    labels = [a.split(".")[-1] if a.startswith("jobs.") else a for _, a in STEPS + CALLS]
+    per_piece = {}
+    for label in labels:
+        rows = [p.get(label, [0.0, 0, 0, 0]) for p in steady]
+        per_piece[label] = {"seconds": round(statistics.median(r[0] for r in rows), 3),
+                            "jobs": statistics.median(r[1] for r in rows),
+                            "commits": statistics.median(r[2] for r in rows),
+                            "calls": statistics.median(r[3] for r in rows)}
+    totals = [sum(p.get(s, [0.0])[0] for s in ("ingest_pieces", "Loader.load_ready")) for p in steady]
+    return {"strategy": strategy, "pieces": len(timer.pieces), "pieces_measured": len(steady),
+            "seconds_whole_run": round(whole, 1), "seconds_per_piece": round(statistics.median(totals), 3),
+            "per_piece": per_piece}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minutes", type=int, default=2, help="minutes of arrivals: one run of the schedule")
+    ap.add_argument("--rate", type=float, default=10.0)
+    ap.add_argument("--keys", type=int, default=20000)
+    ap.add_argument("--piece-seconds", type=int, default=5)
+    ap.add_argument("--micro-batch-seconds", type=int, default=10)
+    ap.add_argument("--apply-interval-seconds", type=int, default=30)
+    ap.add_argument("--strategies", default="native,partitioned-range")
+    ap.add_argument("--out", default="docs/results/stream_piece.json")
+    args = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-stream-piece-"))
+    base = EtlConfig(warehouse_root=str(work / "wh"), gx_root=str(work / "gx"), spark_master="local[2]",
+                     spark_shuffle_partitions=2, key_domain=args.keys, schedule=f"*/{args.minutes} * * * *",
+                     piece_seconds=args.piece_seconds, micro_batch_seconds=args.micro_batch_seconds,
+                     apply_interval_seconds=args.apply_interval_seconds, stream_grace_seconds=0)
+    spark = build_spark_session(base, app_name="bench-stream-piece", master="local[2]")
+    try:
+        rows = []
+        for strategy in args.strategies.split(","):
+            row = run_strategy(spark, base, work, strategy, args)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+        options = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out")
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"command": f"python -m benchmarks.stream_piece {options}", "runs": rows},
+                                             indent=2) + "\n")
+    finally:
+        spark.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

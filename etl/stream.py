@@ -15,7 +15,6 @@ loading the interval itself). ``stop()`` (SIGTERM) ends it after the piece being
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -31,6 +30,7 @@ from etl.core.config import ConfigError, EtlConfig
 from etl.core.interval import Interval, overlapping, run_intervals
 from etl.core.stream_plan import (
     first_run,
+    fresh_attempt,
     misaligned,
     next_wake,
     ready_through,
@@ -43,15 +43,12 @@ from etl.io.kafka import KafkaUnavailable, check_broker
 from etl.io.landing import Skipped
 from etl.io.lock import WarehouseLocked
 from etl.io.runs import OverlappingRunError, check_no_overlap, has_started, known_runs, run_finished, snapshot_runs
-from etl.io.stream_status import HEARTBEAT, read_heartbeat, stream_dir
+from etl.io.stream_status import HEARTBEAT, hold_stream_lock, stream_dir
 from etl.io.tables import ensure_tables
 from etl.load.loader import Loader
 from etl.load.results import BatchResult, LoadResult
 
 log = logging.getLogger(__name__)
-
-
-STREAM_LOCK = "stream.lock"
 
 
 class RunStartedElsewhere(RuntimeError):
@@ -75,7 +72,8 @@ def runs_on_record(cfg: EtlConfig) -> set[str]:
 
 def check_stream_start(cfg: EtlConfig, start: datetime | None, now: datetime | None = None) -> None:
     """Before Spark starts (minutes on 2 cores): refuse a first run that overlaps a run on record,
-    saying what to do. A stream with an open run resumes it."""
+    saying what to do, and a second stream on the warehouse. A stream with an open run resumes it."""
+    hold_stream_lock(cfg).close()
     if open_runs(cfg):
         return
     if not cfg.warehouse_on_object_store and not (Path(cfg.table_path("batch_ledger")) / "_delta_log").is_dir():
@@ -111,7 +109,7 @@ class Stream:
     def run(self, start: datetime | None = None, until: datetime | None = None) -> list[dict]:
         """Load run after run from ``start`` (default: the open run, else the one after the last
         run loaded, else the one now) until ``stop()``, or until the runs before ``until`` are done."""
-        alone = self._one_stream()
+        alone = hold_stream_lock(self.cfg)
         try:
             if not self._waiting_for_kafka("the stream starts", lambda: check_broker(self.spark, self.cfg)):
                 return self.finished
@@ -121,25 +119,11 @@ class Stream:
                 if self._load_run(interval):
                     interval = schedule_interval(self.cfg.schedule, interval.end)
         finally:
-            self._heartbeat(None, stopped=True)
-            alone.close()
+            try:
+                self._heartbeat(None, stopped=True)
+            finally:
+                alone.close()
         return self.finished
-
-    def _one_stream(self):
-        """One stream per warehouse: its run state and its pieces are its own (a second one would
-        ingest the same pieces). Held as an exclusive lock on a file for as long as it runs,
-        released by the system when its process ends however it ends."""
-        path = stream_dir(self.cfg) / STREAM_LOCK
-        path.parent.mkdir(parents=True, exist_ok=True)
-        held = open(path, "a")
-        try:
-            fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            held.close()
-            beat = read_heartbeat(self.cfg) or {}
-            raise WarehouseLocked(f"another etl stream runs on this warehouse (pid {beat.get('pid', '?')} on "
-                                  f"{beat.get('host', '?')}, {path}); stop it first") from None
-        return held
 
     def _first_run(self, start: datetime | None) -> Interval:
         opened = open_runs(self.cfg)
@@ -180,10 +164,12 @@ class Stream:
         write_json(path, state)
         return state
 
-    def _save(self, interval: Interval, state: dict, result: LoadResult, durable: bool = False) -> None:
+    def _save(self, interval: Interval, state: dict, result: LoadResult) -> None:
+        """On disk when it returns: a host's crash must not leave the run's state empty, nor lose
+        ``attempted_through`` while the rows it protects survive."""
         state.update(batches=[asdict(b) for b in result.batches], skipped_batches=result.skipped_batches,
                      recovered_batches=result.recovered_batches)
-        write_json(self._state_path(interval), state, durable=durable)
+        write_json(self._state_path(interval), state, durable=True)
 
     def _finished(self, interval: Interval) -> bool:
         """Loaded by anyone: its load summary is written (at a load's end) or its flush committed."""
@@ -250,10 +236,9 @@ class Stream:
         before it writes) appends the pieces' rows: a retry, or a restart after a crash in the middle
         of an attempt, writes them over whatever that attempt left, including a later restart whose
         pieces end before that attempt's did."""
-        attempted = state.get("attempted_through")
-        attempts = [attempted is not None and start >= datetime.fromisoformat(attempted)]
-        state["attempted_through"] = max(end, datetime.fromisoformat(attempted) if attempted else end).isoformat()
-        self._save(interval, state, result, durable=True)
+        fresh, state["attempted_through"] = fresh_attempt(state.get("attempted_through"), start, end, interval.end)
+        attempts = [fresh]
+        self._save(interval, state, result)
 
         def attempt() -> dict:
             fresh = attempts.pop() if attempts else False

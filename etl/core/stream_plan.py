@@ -94,6 +94,17 @@ def next_wake(interval: Interval, micro_batch_seconds: int, ingested_through: da
     return min(t, interval.end) + timedelta(seconds=grace_seconds)
 
 
+def fresh_attempt(attempted_through: str | None, start: datetime, end: datetime, run_end: datetime) -> tuple[bool, str]:
+    """Whether an attempt at ingesting ``[start, end)`` of a run is the first to touch those pieces
+    (its rows may be appended instead of written over), and the run's ``attempted_through`` to save
+    before it writes: the furthest end any attempt reached. Without one (a run state an older
+    version wrote) no piece of the run is fresh: it is set to the run's end."""
+    if attempted_through is None:
+        return False, run_end.isoformat()
+    reached = datetime.fromisoformat(attempted_through)
+    return start >= reached, max(end, reached).isoformat()
+
+
 def misaligned(ingested_through: datetime, piece_seconds: int) -> bool:
     """Whether a run's progress is not at a piece boundary: ingested with another ``piece_seconds``
     (changed while the stream was stopped in the middle of the run)."""

@@ -327,6 +327,7 @@ def test_an_interval_the_stream_loaded_is_only_validated_and_reported(airflow, s
 
 
 def test_the_quality_report_dag_writes_suites_plots_and_windows(airflow):
+    airflow.wait_until_finished(LOAD, 1)  # the customer's run of 10:00 (the fixture's): its totals are reported
     run = airflow.trigger(REPORT, f"{DAY}T10:00:00Z", f"{DAY}T10:20:00Z")
     assert run["data_interval_start"].startswith(f"{DAY}T10:00")
     airflow.wait_until_finished(REPORT, 1)

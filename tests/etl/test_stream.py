@@ -14,9 +14,8 @@ from etl import jobs
 from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
 from etl.io.lock import LOCK_NAME
-from etl.io.stream_status import HEARTBEAT, read_heartbeat, stream_dir
-from etl.io.lock import WarehouseLocked
-from etl.stream import STREAM_LOCK, Stream
+from etl.io.stream_status import HEARTBEAT, STREAM_LOCK, read_heartbeat, stream_dir
+from etl.stream import Stream
 from tests.helpers import T0, FakeClock, deterministic_tables
 
 pytestmark = pytest.mark.spark
@@ -98,15 +97,3 @@ def test_the_stream_loads_what_scheduled_runs_load(spark, cfg, tmp_path, monkeyp
         assert streamed["loaded_by"] == "stream"
         for key in ("outcomes", "keys_allocated", "rejected", "updates_in"):
             assert streamed[key] == loaded[key], key
-
-
-@pytest.mark.memory_tables
-def test_a_second_stream_on_the_same_warehouse_is_refused(spark, cfg):
-    """Its pieces would be ingested twice: one stream per warehouse, for as long as it runs."""
-    running = Stream(spark, cfg)._one_stream()
-    try:
-        with pytest.raises(WarehouseLocked, match="another etl stream runs on this warehouse"):
-            Stream(spark, cfg).run()
-    finally:
-        running.close()
-    Stream(spark, cfg)._one_stream().close()  # free again once the first has ended

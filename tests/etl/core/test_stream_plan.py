@@ -15,6 +15,7 @@ from etl.core.interval import Interval
 from etl.core.policy import load_batches, plan_lookahead
 from etl.core.stream_plan import (
     dag_route,
+    fresh_attempt,
     misaligned,
     n_windows,
     piece_start,
@@ -161,3 +162,20 @@ def test_a_stream_overlapping_the_runs_loaded_before_says_to_start_after_them_or
     assert "etl stream --start 2026-11-22T15:00" in text and "--set schedule='*/5 * * * *'" in text
     assert "rerun that exact interval" not in text
     assert "--set schedule" not in stream_overlap_advice("*/5 * * * *", demo[1], demo[1:], demo)  # already theirs
+
+
+def test_a_piece_is_fresh_only_when_no_attempt_reached_past_its_start():
+    """Appending a piece's rows is safe only where no earlier attempt wrote: after a crash in the
+    middle of [0 s, 30 s), a restart reading [0 s, 10 s) writes over, and so does the next
+    attempt, [10 s, 20 s), which the crashed one covered too; [30 s, 40 s) is fresh again. A run
+    state an older version wrote (no mark) is never fresh, however far it goes."""
+    at = lambda s: T0 + timedelta(seconds=s)  # noqa: E731
+    assert fresh_attempt(T0.isoformat(), at(0), at(30), RUN.end) == (True, at(30).isoformat())
+    assert fresh_attempt(at(30).isoformat(), at(0), at(10), RUN.end) == (False, at(30).isoformat())  # restarted, shorter
+    assert fresh_attempt(at(30).isoformat(), at(10), at(20), RUN.end) == (False, at(30).isoformat())
+    assert fresh_attempt(at(30).isoformat(), at(20), at(40), RUN.end) == (False, at(40).isoformat())
+    assert fresh_attempt(at(40).isoformat(), at(40), at(50), RUN.end) == (True, at(50).isoformat())
+    mark = None  # an older version's state
+    for a in range(0, 300, 10):
+        fresh, mark = fresh_attempt(mark, at(a), at(a + 10), RUN.end)
+        assert not fresh and mark == RUN.end.isoformat()

@@ -109,7 +109,7 @@ class Stream:
     def run(self, start: datetime | None = None, until: datetime | None = None) -> list[dict]:
         """Load run after run from ``start`` (default: the open run, else the one after the last
         run loaded, else the one now) until ``stop()``, or until the runs before ``until`` are done."""
-        alone = hold_stream_lock(self.cfg)
+        one_stream = hold_stream_lock(self.cfg)
         try:
             if not self._waiting_for_kafka("the stream starts", lambda: check_broker(self.spark, self.cfg)):
                 return self.finished
@@ -122,7 +122,7 @@ class Stream:
             try:
                 self._heartbeat(None, stopped=True)
             finally:
-                alone.close()
+                one_stream.close()
         return self.finished
 
     def _first_run(self, start: datetime | None) -> Interval:
@@ -211,8 +211,7 @@ class Stream:
                 state["kafka_records_lost"] = state.get("kafka_records_lost", 0) + piece.get("kafka_records_lost", 0)
                 state["ingested_through"] = ready.isoformat()
                 self._save(interval, state, result)
-                for window, n in piece["batch_counts"].items():
-                    counts[window] = n
+                counts.update(piece["batch_counts"])
                 self.progress(f"run {interval.run_key}: {_span(through, ready, piece_s)} ingested "
                               f"({piece['valid']} valid, {piece['rejected']} rejected)")
                 through = ready

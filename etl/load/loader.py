@@ -54,7 +54,7 @@ class Loader:
         self._continuing = False
         # The token of the lock this loader's last call left the run open under: when the next call
         # finds it recorded as the lock's previous holder, nobody held the warehouse in between, so
-        # the ledger, key_map and the layout are as this loader left them (no read to check them).
+        # the ledger and key_map are as this loader left them (no read to check them).
         self._left_open_under: str | None = None
         # The open run's arrivals per window (batch_index -> updates), as its ingested rows have
         # them: read once, then completed by the counts of each piece the stream ingests.
@@ -90,16 +90,16 @@ class Loader:
         """Settled under the lock: a maintenance step may be changing the layout until then."""
         self.protocol.use(get_strategy(self.spec.name, self.spark, self.cfg, layout, self._strategy_tables), layout)
 
-    def _prepare(self, run_key: str, alone: bool = False) -> None:
+    def _prepare(self, run_key: str) -> None:
         """Under the lock: settle a rebalance cut short, then the layout and the strategy (the open
-        run's, kept; otherwise a fresh one, as a scheduled run starts with). ``alone``: nobody held
-        the lock since this loader's last call left the run open. Otherwise the run is continued
+        run's, kept; otherwise a fresh one, as a scheduled run starts with). The open run is
+        continued when nobody held the lock since this loader's last call (``_alone``), otherwise
         only when nobody loaded meanwhile and no logged tail is held: someone else may have applied
         it (a fact's lookups recover it), and recovery applies it from the log instead."""
         settle_pending_layout(self.spark, self.cfg)
         layout = load_layout(self.cfg, self.spec.new_layout)
         same_run = self._open_run is not None and self._open_run[0] == run_key and layout == self.layout
-        self._continuing = same_run and (alone or (self._open_run[1] == self.ledger.state()[0] and not self.tail))
+        self._continuing = same_run and (self._alone or (self._open_run[1] == self.ledger.state()[0] and not self.tail))
         self._open_run = None  # set again only by a step call that ends with the run still open
         if self._continuing:
             return
@@ -187,12 +187,12 @@ class Loader:
         self.tables.ensure()
         with LoadLock(self.cfg.meta_path, f"load of {interval.run_key}", self.cfg.lock_stale_seconds) as lock:
             self.protocol.lock = lock
-            alone = self._alone = self._left_open_under is not None and lock.previous == self._left_open_under
+            self._alone = self._left_open_under is not None and lock.previous == self._left_open_under
             self._left_open_under = None
-            if not alone:
+            if not self._alone:
                 self.ledger.forget()  # others may have loaded since this loader last held the lock
             try:
-                self._prepare(interval.run_key, alone)
+                self._prepare(interval.run_key)
                 result = body()
                 if self._open_run is not None:
                     self._left_open_under = lock.token

@@ -15,7 +15,7 @@ import hashlib
 from datetime import timedelta, timezone
 from typing import Iterator
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     LongType,
@@ -261,6 +261,19 @@ def to_ingested(valid: DataFrame, interval: Interval, micro_batch_seconds: int, 
     kept inside the windows of its piece (``stream_plan.piece_windows``; ``arrival_minute`` is the
     piece's start): a line stamped outside its piece cannot join a window the always-on loader
     has loaded."""
+    out = valid.select(
+        F.lit(interval.run_key).alias("run_key"),
+        "update_id", "source_id", "natural_key", "op", *(c.name for c in entity.columns),
+        "source_seq", "event_ts", "arrival_ts",
+        row_hash(entity).alias("row_hash"),
+        batch_index(interval, micro_batch_seconds, piece_seconds).alias("batch_index"),
+    )
+    return _conform(out, schemas(entity).ingested_updates)
+
+
+def batch_index(interval: Interval, micro_batch_seconds: int, piece_seconds: int = MINUTE) -> Column:
+    """A checked row's arrival window in ``interval``, kept inside its piece's windows; one
+    expression, so that the ingest's tally counts the windows ``to_ingested`` writes."""
     n_batches = n_windows(interval, micro_batch_seconds)
     start_us = int(interval.start.timestamp() * 1_000_000)
     width = F.lit(micro_batch_seconds * 1_000_000)
@@ -268,15 +281,7 @@ def to_ingested(valid: DataFrame, interval: Interval, micro_batch_seconds: int, 
     minute = F.unix_micros(F.col("arrival_minute")) - F.lit(start_us)
     batch = F.floor(offset / width)
     batch = F.least(F.greatest(batch, F.floor(minute / width)), F.floor((minute + F.lit(piece_seconds * 1_000_000 - 1)) / width))
-    batch = F.least(F.greatest(batch, F.lit(0)), F.lit(n_batches - 1)).cast("int")
-    out = valid.select(
-        F.lit(interval.run_key).alias("run_key"),
-        "update_id", "source_id", "natural_key", "op", *(c.name for c in entity.columns),
-        "source_seq", "event_ts", "arrival_ts",
-        row_hash(entity).alias("row_hash"),
-        batch.alias("batch_index"),
-    )
-    return _conform(out, schemas(entity).ingested_updates)
+    return F.least(F.greatest(batch, F.lit(0)), F.lit(n_batches - 1)).cast("int")
 
 
 def to_rejected(rejected: DataFrame, interval: Interval) -> DataFrame:

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 from collections import Counter
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,7 +22,15 @@ from etl.core.faults import crash_point
 from etl.core.interval import Interval
 from etl.core.offsets import PREFIX
 from etl.core.stream_plan import is_window_boundary, windows_before
-from etl.ingest import EMPTY_SHA256, check_kafka_ranges, check_landed_files, to_ingested, to_landed_files, to_rejected
+from etl.ingest import (
+    EMPTY_SHA256,
+    batch_index,
+    check_kafka_ranges,
+    check_landed_files,
+    to_ingested,
+    to_landed_files,
+    to_rejected,
+)
 from etl.io.files import write_json
 from etl.io.kafka import KafkaPlan, check_broker, client_properties, plan_ranges, read_failure
 from etl.io.landing import landing_file, move_tail
@@ -113,8 +122,9 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
     rerunning writes the same rows. A recorded Kafka range must read as it did (``LandingChanged``).
     ``fresh``: nothing was ever written where the predicates select (the always-on loader's first
     attempt at these pieces), so the rows are appended, without a replace's search for rows to
-    remove and its check of every row written (a commit of about 0.3 s instead of 1.7-2 s).
-    ``counts`` receives the valid rows per window (``batch_index``)."""
+    remove and its check of every row written (a commit of about 0.3 s instead of 1.7-2 s), and a
+    table with nothing to append is not written at all. ``counts`` receives the valid rows per
+    window (``batch_index``)."""
     for s in scan.skipped + kafka.skipped:
         log.warning("skipped %s: %s", s.name, s.reason)
     checked = check_landed_files(spark, cfg, scan.files)
@@ -123,9 +133,9 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         if records is not None:
             checked = checked.unionByName(records)
         checked = checked.cache()
-        rows_read = checked.count()  # read once: a broker that stops answering fails the run here, before any write
+        tally = _tally(checked, interval, cfg)  # read once: a broker that stops answering fails the run here, before any write
         if progress is not None:  # a row per line, and one per file or Kafka range
-            progress(f"checked {rows_read - len(scan.files) - len(kafka.ranges)} lines; "
+            progress(f"checked {tally.rows - len(scan.files) - len(kafka.ranges)} lines; "
                      f"writing ingested_updates, rejected_updates, landed_files")
     except Exception as exc:
         checked.unpersist()
@@ -144,24 +154,56 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         tables = open_tables(spark, cfg)
         ingested = to_ingested(valid, interval, cfg.micro_batch_seconds, cfg.entity_model, cfg.piece_seconds)
         if counts is not None:
-            counts.update({int(r[0]): int(r[1]) for r in ingested.groupBy("batch_index").count().collect()})
+            counts.update(tally.windows)
 
-        def write(rows, table: str, where: str) -> None:
-            if fresh:
+        def write(rows, table: str, where: str, n_rows: int) -> None:
+            if fresh and n_rows:
                 tables.append(rows, table)
-            else:
+            elif not fresh:
                 tables.replace_where(rows, table, where)
 
-        write(ingested, "ingested_updates", updates_where)
+        write(ingested, "ingested_updates", updates_where, sum(tally.windows.values()))
         crash_point("ingest.ingested_written")
-        write(to_rejected(rejected, interval), "rejected_updates", rejected_where)
+        write(to_rejected(rejected, interval), "rejected_updates", rejected_where, sum(tally.reasons.values()))
         crash_point("ingest.rejected_written")
-        write(to_landed_files(files, interval), "landed_files", files_where)
-        reasons = Counter({(r[0], r[1]): r[2] for r in rejected.groupBy("reject_reason", "reject_field").count().collect()})
-        totals = files.agg(F.sum("file_lines"), F.sum("file_blank_lines")).first()
+        write(to_landed_files(files, interval), "landed_files", files_where, tally.files)
     finally:
         checked.unpersist()
-    return reasons, int(totals[0] or 0), int(totals[1] or 0)
+    return tally.reasons, tally.lines, tally.blank_lines
+
+
+@dataclass
+class Tally:
+    """The checked rows of an ingest, counted: all of them, the valid ones per window, the
+    rejected ones per reason, and the files' rows with their line counts."""
+
+    rows: int = 0
+    windows: dict[int, int] = field(default_factory=dict)
+    reasons: Counter = field(default_factory=Counter)
+    files: int = 0
+    lines: int = 0
+    blank_lines: int = 0
+
+
+def _tally(checked, interval: Interval, cfg: EtlConfig) -> Tally:
+    """Everything the ingest reports and the load step plans from, in one aggregate: the pass that
+    reads the input (one job where four counted it before)."""
+    valid = (F.col("kind") == "line") & F.col("reject_reason").isNull()
+    window = F.when(valid, batch_index(interval, cfg.micro_batch_seconds, cfg.piece_seconds))
+    groups = checked.groupBy("kind", "reject_reason", "reject_field", window.alias("window")).agg(
+        F.count(F.lit(1)).alias("n"), F.sum("file_lines").alias("lines"), F.sum("file_blank_lines").alias("blank"))
+    out = Tally()
+    for g in groups.collect():
+        out.rows += g.n
+        if g.kind == "file":
+            out.files += g.n
+            out.lines += int(g.lines or 0)
+            out.blank_lines += int(g.blank or 0)
+        elif g.kind == "line" and g.reject_reason is None:
+            out.windows[int(g.window)] = out.windows.get(int(g.window), 0) + g.n
+        elif g.kind == "line":
+            out.reasons[(g.reject_reason, g.reject_field)] += g.n
+    return out
 
 
 def _check_recorded(interval: Interval, recorded: dict[str, tuple[int, str]], files) -> None:
@@ -192,10 +234,10 @@ def ingest_summary(interval: Interval, files: int, skipped, n_lines: int, n_blan
     n_rejected = sum(reasons.values())
     by_reason: Counter = Counter()
     by_field: dict[str, dict[str, int]] = {}
-    for (reason, field), n in sorted(reasons.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
+    for (reason, column), n in sorted(reasons.items(), key=lambda kv: (kv[0][0], kv[0][1] or "")):
         by_reason[reason] += n
-        if field is not None:
-            by_field.setdefault(reason, {})[field] = n
+        if column is not None:
+            by_field.setdefault(reason, {})[column] = n
     return {
         "run_key": interval.run_key,
         "interval": [interval.start.isoformat(), interval.end.isoformat()],

@@ -6,7 +6,7 @@ from chispa import assert_df_equality
 from etl import jobs
 from etl.core.interval import Interval
 from etl.io.landing import LandingError, landing_file, scan_landing
-from etl.io.tables import read
+from etl.io.tables import open_tables, read
 from tests.helpers import ROOT, good, land
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
@@ -104,6 +104,39 @@ def test_a_line_stamped_outside_its_file_s_minute_stays_in_that_minute_s_windows
     for start, end in ((T0, T0 + timedelta(minutes=1)), (T0 + timedelta(minutes=1), INTERVAL.end)):
         jobs.ingest_pieces(spark, cfg, INTERVAL, start, end)  # the stream's pieces write the same rows
     assert sorted(read(spark, cfg, "ingested_updates").collect()) == whole
+
+
+@pytest.mark.memory_tables
+def test_fresh_pieces_append_the_run_s_rows_count_them_per_window_and_skip_empty_tables(spark, cfg):
+    """The always-on loader's first attempt at its pieces appends (``fresh``): the rows a whole
+    run's ingest writes, the windows' counts the load step plans from are those rows' counts, the
+    summaries count what was rejected, and a table a piece has nothing for is not written."""
+    cfg = cfg.replace(micro_batch_seconds=20)
+    t = lambda s: (T0 + timedelta(seconds=s)).strftime("%Y-%m-%dT%H:%M:%SZ")  # noqa: E731
+    # A producer's late and early stamps, a blank line, a line cut short, a repeated key.
+    land(cfg, [good("a", arrival_ts=t(25)), good("b", arrival_ts=t(-30)), "", '{"source_id": "crm", "natural_key": ',
+               good("a", seq=6, arrival_ts=t(59))], minute=T0)
+    land(cfg, [good("d", arrival_ts=t(10)), good("e", arrival_ts=t(70)), good("f", arrival_ts=t(200))],
+         minute=T0 + timedelta(minutes=1))
+    tables = open_tables(spark, cfg)
+    tables.ensure()
+    names = ("ingested_updates", "rejected_updates", "landed_files")
+    versions = [{n: tables.version(n) for n in names}]
+    pieces = []
+    for start in (T0, T0 + timedelta(minutes=1)):
+        pieces.append(jobs.ingest_pieces(spark, cfg, INTERVAL, start, start + timedelta(minutes=1), fresh=True))
+        versions.append({n: tables.version(n) for n in names})
+    assert [{n: after[n] - before[n] for n in names} for before, after in zip(versions, versions[1:])] == [
+        {"ingested_updates": 1, "rejected_updates": 1, "landed_files": 1},
+        {"ingested_updates": 1, "rejected_updates": 0, "landed_files": 1}]  # the second piece rejected nothing
+    assert [p["batch_counts"] for p in pieces] == [{0: 1, 1: 1, 2: 1}, {3: 2, 5: 1}]
+    assert [(p["lines"], p["valid"], p["rejected_by_reason"]) for p in pieces] == [
+        (4, 3, {"malformed_json": 1}), (3, 3, {})]
+    appended = {name: sorted(read(spark, cfg, name).collect()) for name in names}
+    written = {w: n for w, n in read(spark, cfg, "ingested_updates").groupBy("batch_index").count().collect()}
+    assert written == {**pieces[0]["batch_counts"], **pieces[1]["batch_counts"]}
+    jobs.ingest(spark, cfg, INTERVAL)  # the whole run at once writes the same rows over them
+    assert {name: sorted(read(spark, cfg, name).collect()) for name in names} == appended
 
 
 @pytest.mark.memory_tables

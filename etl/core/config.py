@@ -141,7 +141,9 @@ class EtlConfig:
     table_store: str = "delta"
 
     # --- the papers' parameters (papers/004 Table 6.1/6.2), one name everywhere ---
-    n_invoke: int = 3000  # wait-buffer tuples of one segment that trigger its disk probe
+    # wait-buffer tuples of one segment that trigger its disk probe; 0: derived from memory_budget
+    # and theta as the thesis sizes its own (etl/core/sizing.py; Table 6.2's numbers give 2,978)
+    n_invoke: int = 0
     r_wb: float = 0.4  # fraction of the wait buffer freed when it overflows
     alpha: float = 0.3  # decay of the arrival frequency C_k per epoch
     tau: int = 1000  # epoch length, in stream tuples
@@ -150,8 +152,11 @@ class EtlConfig:
     n_part: int = 64  # segments of key_map (hash variant; initial range layout)
     k: int = 8  # MESHJOIN: relation segments per cycle
     d: int = 1 << 20  # MESHJOIN: bytes per relation segment
-    memory_budget: int = 40 << 20  # join memory in bytes
-    wait_buffer_tuples: int = 65536  # capacity of the wait buffer, in tuples
+    memory_budget: int = 40 << 20  # join memory in bytes: the partitioned join's resident segments
+    # capacity of the wait buffer, in tuples; 0: derived, Table 6.2's 4 bytes for every 34 of
+    # memory_budget, in tuples of s_bytes (etl/core/sizing.py)
+    wait_buffer_tuples: int = 0
+    s_bytes: int = 411  # S-tuple size: bytes a waiting update takes in the wait buffer (benchmarks.tuple_sizes)
     # Not in the thesis: a waiting segment is probed once its oldest tuple has waited this many
     # seconds of stream time (bounds the partitioned join's delay tail); 0 = no bound.
     max_wait_s: float = 0.0
@@ -277,14 +282,13 @@ def _validate(cfg: EtlConfig) -> None:
         "spark_shuffle_partitions",
         "micro_batch_seconds",
         "max_record_bytes",
-        "n_invoke",
         "tau",
         "theta",
         "n_part",
         "k",
         "d",
         "memory_budget",
-        "wait_buffer_tuples",
+        "s_bytes",
         "key_domain",
         "report_window_seconds",
         "report_slide_seconds",
@@ -309,6 +313,8 @@ def _validate(cfg: EtlConfig) -> None:
     need(cfg.stream_stale_seconds > cfg.stream_heartbeat_seconds, "stream_stale_seconds",
          "must exceed stream_heartbeat_seconds (a live stream would look stopped between two heartbeats)")
     need(cfg.max_wait_s >= 0, "max_wait_s", "must be >= 0 (0 means no bound)")
+    need(cfg.n_invoke >= 0, "n_invoke", "must be >= 0 (0: derived from memory_budget and theta)")
+    need(cfg.wait_buffer_tuples >= 0, "wait_buffer_tuples", "must be >= 0 (0: derived from memory_budget)")
     need(0 <= cfg.l_mark <= cfg.h_mark, "l_mark", "must be between 0 and h_mark")
     need(cfg.block_factor >= 1, "block_factor", "must be at least 1 (1 turns block granularity off)")
     need(0 <= cfg.max_rejected_fraction <= 1, "max_rejected_fraction", "must be in [0, 1]")

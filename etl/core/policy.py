@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from etl.core import registry
+from etl.core.sizing import JoinSizes, configured_sizes
 
 
 @dataclass
@@ -113,9 +114,17 @@ class PartitionPolicy:
         self.pending_since: dict[int, int] = {}
 
     @classmethod
-    def from_config(cls, cfg) -> "PartitionPolicy":
-        return cls(cfg.n_invoke, cfg.r_wb, cfg.alpha, cfg.tau, cfg.rho, cfg.memory_budget, cfg.wait_buffer_tuples,
+    def from_config(cls, cfg, r_bytes: float = 128.0) -> "PartitionPolicy":
+        """With ``n_invoke`` and the wait buffer as set, or derived (``etl.core.sizing``) for
+        key_map rows of ``r_bytes``."""
+        sizes = configured_sizes(cfg, r_bytes)
+        return cls(sizes.n_invoke, cfg.r_wb, cfg.alpha, cfg.tau, cfg.rho, cfg.memory_budget, sizes.wait_buffer_tuples,
                    cfg.max_wait_s)
+
+    def size_for_run(self, sizes: JoinSizes) -> None:
+        """A run's sizes, derived from key_map's row size measured at its start (the run
+        snapshot's, so a restart derives the same)."""
+        self.n_invoke, self.capacity = sizes.n_invoke, sizes.wait_buffer_tuples
 
     # ------------------------------------------------------------------ state
 

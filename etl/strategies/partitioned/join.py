@@ -21,6 +21,7 @@ Nothing of the join's state is written on a step's delay path.
 
 from __future__ import annotations
 
+import logging
 from functools import reduce
 
 from pyspark.sql import Window
@@ -28,10 +29,13 @@ from pyspark.sql import functions as F
 
 from etl.core.faults import crash_point
 from etl.core.policy import PartitionPolicy, SegmentSizes, StepArrivals, replay
+from etl.core.sizing import configured_sizes
 from etl.strategies.base import KEY, JoinStats, JoinStrategy, new_keys_by_segment
 from etl.strategies.partitioned.resident import ResidentSet
 from etl.strategies.partitioned.wait_buffer import WaitBuffer
 from etl.transforms.layout import segment_column
+
+log = logging.getLogger(__name__)
 
 
 class PartitionedJoin(JoinStrategy):
@@ -106,6 +110,12 @@ class PartitionedJoin(JoinStrategy):
 
         data = self.run_snapshot(self._sizes_now)
         self.sizes = SegmentSizes({int(k): v for k, v in data["sizes"].items()}, float(data["row_bytes"]))
+        sizes = configured_sizes(self.cfg, self.sizes.row_bytes)
+        self.policy.size_for_run(sizes)
+        if not (self.cfg.n_invoke and self.cfg.wait_buffer_tuples):
+            log.info("run %s: wait buffer %d tuples, n_invoke %d (derived: memory_budget %d bytes holds %d segments of "
+                     "key_map at %.1f bytes a row; docs/partitioned-join.md)", run_key, sizes.wait_buffer_tuples,
+                     sizes.n_invoke, self.cfg.memory_budget, sizes.resident_segments, self.sizes.row_bytes)
 
         steps = sorted(i for i in done_steps if i >= 0)
         if steps:

@@ -9,8 +9,9 @@ import pytest
 
 from etl import jobs
 from etl.core.interval import Interval
+from etl.core.sizing import configured_sizes
 from etl.generator import StreamSpec, generate_stream
-from etl.io.tables import read
+from etl.io.tables import open_tables, read
 from etl.load.loader import Loader
 from tests.helpers import assert_equals_oracle, die_after, reference_in_memory
 from warehouse.schemas import TABLES
@@ -205,6 +206,23 @@ def test_a_segment_admitted_then_evicted_in_one_probe_is_not_kept_in_memory(spar
     key_map = read(spark, cfg, "key_map")
     rows = {int(r.segment_id): int(r["count"]) for r in key_map.groupBy("segment_id").count().collect()}
     cold, hot = sorted(rows, key=lambda s: (-rows[s], s))[:2]  # the cold one has more rows: probed first
+
+    # The defaults: the wait buffer and n_invoke derived at the run's start from memory_budget and
+    # key_map's bytes a row, measured then and kept in the run snapshot (docs/partitioned-join.md):
+    # a restart of a run that began when the rows were four times as wide derives from that.
+    row_bytes = open_tables(spark, cfg).bytes("key_map") / sum(rows.values())
+    three = cfg.replace(memory_budget=int(3.5 * 1.5 * cfg.theta * row_bytes))  # three segments at the measured size
+    for run_key, measured in (("sizes-test", row_bytes), ("sizes-restart", 4 * row_bytes)):
+        sized = get_strategy("partitioned-range", spark, three, load_layout(cfg))
+        if run_key == "sizes-restart":
+            sized.run_key = run_key
+            sized.run_snapshot(lambda: {"sizes": {str(k): n for k, n in rows.items()}, "row_bytes": measured})
+        sized.begin(run_key, None, [], [])
+        derived = configured_sizes(three, measured)
+        assert sized.sizes.row_bytes == pytest.approx(measured)
+        assert (sized.policy.n_invoke, sized.policy.capacity) == (derived.n_invoke, derived.wait_buffer_tuples)
+        assert derived.resident_segments == (3 if run_key == "sizes-test" else 1)
+        sized.forget_snapshot()
 
     strategy = get_strategy("partitioned-range", spark, cfg, load_layout(cfg))
     strategy.begin("probe-test", None, [], [])

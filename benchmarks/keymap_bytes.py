@@ -22,7 +22,7 @@ from pathlib import Path
 from etl import jobs
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
-from etl.generator import StreamSpec, generate_stream
+from etl.generator import SKEWS, StreamSpec, generate_stream, skew
 from etl.io.spark import build_spark_session
 from etl.io.tables import read
 
@@ -31,6 +31,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--keys", type=int, default=20000)
     ap.add_argument("--rate", type=float, default=40.0)
+    ap.add_argument("--skew", choices=sorted(SKEWS), default="thesis", help="the stream's PQRS skew (etl.generator.SKEWS)")
     ap.add_argument("--minutes", type=int, default=4)
     ap.add_argument("--memory-budget", type=int, default=512 << 10)
     ap.add_argument("--micro-batch-seconds", type=int, default=10, help="the same trigger interval for both")
@@ -52,7 +53,7 @@ def main() -> None:
     #    come from a uniform PQRS; repeats are fine, they are matched).
     generate_stream(
         StreamSpec(start=seed_run.start, duration_s=300, rate=args.keys / 100, key_domain=args.keys,
-                   p=0.25, q=0.25, r=0.25, s=0.25, b=0.5, new_key_share=0, duplicate_share=0,
+                   **skew("uniform"), b=0.5, new_key_share=0, duplicate_share=0,
                    unchanged_share=0, malformed_share=0, seed=1),
         base.landing_path,
     )
@@ -60,11 +61,9 @@ def main() -> None:
     jobs.ingest(spark, seeding, seed_run)
     jobs.load(spark, seeding, seed_run, strategy="native")
     # 3. the skewed stream
-    generate_stream(
-        StreamSpec(start=run.start, duration_s=60 * args.minutes, rate=args.rate, key_domain=args.keys,
-                   p=0.6, q=0.1, r=0.25, s=0.05, b=0.6, seed=2),
-        base.landing_path,
-    )
+    stream = StreamSpec(start=run.start, duration_s=60 * args.minutes, rate=args.rate, key_domain=args.keys,
+                        **skew(args.skew), b=0.6, seed=2)
+    generate_stream(stream, base.landing_path)
     ranged = base.replace(warehouse_root=str(work / "range"), runs_root=str(work / "runs-range"))
     shutil.copytree(base.warehouse_path, ranged.warehouse_path)  # 2. the same starting key_map
     results = {}
@@ -91,6 +90,7 @@ def main() -> None:
         "key_map_rows": read(spark, base, "key_map").count(),
         "key_map_bytes_on_disk": key_map_bytes,
         "memory_budget": args.memory_budget,
+        "stream": stream.described(),
         "micro_batch_seconds": args.micro_batch_seconds,
         "results": results,
         "ratio_range_over_native": results["partitioned-range"]["keymap_bytes_read"] / max(results["native"]["keymap_bytes_read"], 1),

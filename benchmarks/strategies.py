@@ -74,7 +74,7 @@ from etl.core import registry
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.core.policy import load_batches
-from etl.generator import StreamSpec, generate_stream
+from etl.generator import SKEWS, StreamSpec, generate_stream, skew
 from etl.io.layout_store import load_layout
 from etl.io.spark import build_spark_session
 from etl.io.spark_progress import spark_progress
@@ -137,6 +137,7 @@ def main() -> None:
     ap.add_argument("--size", choices=sorted(SIZES), default="small")
     ap.add_argument("--rates", default="", help="comma-separated offered rates (default: the size's)")
     ap.add_argument("--minutes", type=int, default=0, help="minutes of stream per rate (default: the size's)")
+    ap.add_argument("--skew", choices=sorted(SKEWS), default="thesis", help="the stream's PQRS skew (etl.generator.SKEWS)")
     ap.add_argument("--seed", choices=("stream", "direct"), default="",
                     help="seed key_map through a loaded stream, or by one bulk write (default: direct for full, else stream)")
     ap.add_argument("--max-wait-s", type=float, default=0.0,
@@ -201,7 +202,7 @@ def main() -> None:
             shutil.rmtree(base.landing_path, ignore_errors=True)
             generate_stream(
                 StreamSpec(start=seed_run.start, duration_s=300, rate=size["keys"] / 300 * 1.2, key_domain=size["keys"],
-                           p=0.25, q=0.25, r=0.25, s=0.25, b=0.5, new_key_share=0, duplicate_share=0,
+                           **skew("uniform"), b=0.5, new_key_share=0, duplicate_share=0,
                            unchanged_share=0, malformed_share=0, delete_share=0, seed=1),
                 base.landing_path, progress=progress,
             )
@@ -229,12 +230,18 @@ def main() -> None:
 
     results: dict[str, dict] = {}
 
+    def stream_at(start, rate: float) -> StreamSpec:
+        """The offered stream of one rate (``--skew``: one of ``etl.generator.SKEWS``)."""
+        return StreamSpec(start=start, duration_s=60 * minutes, rate=rate, key_domain=size["keys"], **skew(args.skew),
+                          b=0.6, seed=2)
+
     def write_so_far(complete: bool) -> dict:
         report = {
             "command": "python -m benchmarks.strategies " + " ".join(a for a in sys.argv[1:]),
             "size": args.size, "keys": size["keys"], "rates": rates, "minutes": minutes, "micro_batch_seconds": t,
             "seed": seed_mode, "meshjoin_k": k, "partitioned": "wait_buffer_tuples = rate x trigger; n_invoke = wait_buffer_tuples / 8",
             "key_map_bytes": key_map_bytes, "memory_budget": memory_budget,
+            "stream": {**stream_at(T0, rates[0]).described(), "rate": rates},
             "results": results, "complete": complete,
             "wall_seconds": time.time() - started,
         }
@@ -247,8 +254,7 @@ def main() -> None:
         landing = work / f"landing-{rate:g}"
         shutil.rmtree(landing, ignore_errors=True)
         generate_stream(
-            StreamSpec(start=run.start, duration_s=60 * minutes, rate=rate, key_domain=size["keys"],
-                       p=0.6, q=0.1, r=0.25, s=0.05, b=0.6, seed=2),
+            stream_at(run.start, rate),
             landing,
         )
         per_rate = {}

@@ -64,7 +64,7 @@ from etl.core.records import parse_timestamp
 from etl.devtools import kafka_broker
 from etl.devtools.cdc import create_topics
 from etl.io.landing import piece_of
-from etl.generator import StreamSpec, generate_stream
+from etl.generator import SKEWS, StreamSpec, generate_stream, skew
 from etl.io.spark import build_spark_session
 from etl.io.tables import read
 from etl.stream import Stream
@@ -218,6 +218,13 @@ def run_baseline(spark, cfg: EtlConfig, work: Path, bootstrap: str, topic: str, 
             "note": "records read, malformed lines dropped without a trace (benchmarks.handwritten)"}
 
 
+def stream_of(args, start: datetime) -> StreamSpec:
+    """Every mode's stream (``--skew``: one of ``etl.generator.SKEWS``); a Kafka topic carries one
+    source."""
+    return StreamSpec(start=start, duration_s=60 * args.minutes, rate=args.rate, seed=5, key_domain=args.keys,
+                      sources=("crm",) if args.kafka else ("crm", "web"), **skew(args.skew))
+
+
 def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     kind, strategy, *settings = mode.split(":")
     if kind == "baseline":  # baseline:kafka: its warehouse is seeded as native's
@@ -239,9 +246,7 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     landing = work / f"landing-{name}"
     shutil.rmtree(landing, ignore_errors=True)
     on_kafka = args.broker is not None
-    stream_files = generate_stream(StreamSpec(start=start, duration_s=60 * args.minutes, rate=args.rate, seed=5,
-                                              key_domain=args.keys, sources=("crm",) if on_kafka else ("crm", "web")),
-                                   landing, piece_seconds=cfg.piece_seconds)
+    stream_files = generate_stream(stream_of(args, start), landing, piece_seconds=cfg.piece_seconds)
     offered = stream_files.lines - stream_files.kinds["malformed"]  # malformed lines are rejected at ingest
     producer = None
     if on_kafka:  # the same lines, produced live to a topic of the mode's own as they arrive
@@ -313,6 +318,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=int, default=4, help="minutes of arrivals per mode")
     ap.add_argument("--rate", type=float, default=10.0)
+    ap.add_argument("--skew", choices=sorted(SKEWS), default="default",
+                    help="the stream's PQRS skew (etl.generator.SKEWS; runs recorded before 2026-11-29 used default)")
     ap.add_argument("--keys", type=int, default=20000)
     ap.add_argument("--micro-batch-seconds", type=int, default=20)
     ap.add_argument("--run-minutes", type=int, default=2, help="the schedule's interval, in minutes")
@@ -353,7 +360,8 @@ def main() -> None:
             rows.append(row)
         options = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in vars(args).items()
                            if k not in ("out", "seed", "broker") and v not in ("", False))
-        result = {"command": f"python -m benchmarks.stream_live {options}", "runs": rows}
+        result = {"command": f"python -m benchmarks.stream_live {options}",
+                  "stream": stream_of(args, datetime.now(timezone.utc)).described(), "runs": rows}
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
     finally:

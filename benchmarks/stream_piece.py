@@ -32,7 +32,7 @@ from benchmarks.measures import delta_commits, jobs_started, keymap_segment_byte
 from benchmarks.report import partitioned_settings
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
-from etl.generator import StreamSpec, generate_stream
+from etl.generator import SKEWS, StreamSpec, generate_stream, skew
 from etl.io.spark import build_spark_session
 from etl.stream import Stream
 
@@ -95,6 +95,12 @@ class Timer:
             setattr(owner, name, real)
 
 
+def stream_of(args) -> StreamSpec:
+    """The stream every strategy loads (``--skew``: one of ``etl.generator.SKEWS``)."""
+    return StreamSpec(start=T0, duration_s=60 * args.minutes, rate=args.rate, seed=5, key_domain=args.keys,
+                      **skew(args.skew))
+
+
 def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dict:
     name = strategy.replace(":", "-").replace("=", "")
     cfg = base.replace(warehouse_root=str(work / name / "warehouse"), runs_root=str(work / name / "runs"),
@@ -103,8 +109,7 @@ def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dic
     seed_direct(spark, cfg, args.keys, Interval(T0 - timedelta(minutes=args.minutes), T0))
     cfg = cfg.replace(memory_budget=sum(keymap_segment_bytes(spark, cfg).values()) // 10,
                       **partitioned_settings(args.rate, cfg.micro_batch_seconds))
-    generate_stream(StreamSpec(start=T0, duration_s=60 * args.minutes, rate=args.rate, seed=5, key_domain=args.keys),
-                    cfg.landing_path, piece_seconds=cfg.piece_seconds)
+    generate_stream(stream_of(args), cfg.landing_path, piece_seconds=cfg.piece_seconds)
     timer = Timer(spark, cfg.warehouse_path)
     clock = [T0]
 
@@ -138,6 +143,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--minutes", type=int, default=2, help="minutes of arrivals: one run of the schedule")
     ap.add_argument("--rate", type=float, default=10.0)
+    ap.add_argument("--skew", choices=sorted(SKEWS), default="default", help="the stream's PQRS skew (etl.generator.SKEWS)")
     ap.add_argument("--keys", type=int, default=20000)
     ap.add_argument("--piece-seconds", type=int, default=5)
     ap.add_argument("--micro-batch-seconds", type=int, default=10)
@@ -159,8 +165,8 @@ def main() -> None:
             rows.append(row)
         options = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items() if k != "out")
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({"command": f"python -m benchmarks.stream_piece {options}", "runs": rows},
-                                             indent=2) + "\n")
+        Path(args.out).write_text(json.dumps({"command": f"python -m benchmarks.stream_piece {options}",
+                                              "stream": stream_of(args).described(), "runs": rows}, indent=2) + "\n")
     finally:
         spark.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -1,7 +1,8 @@
-"""The thesis's tuple sizes as this product holds its tuples (papers/004 Table 6.2's ``s`` and
-``r``): the bytes a waiting update takes in the partitioned join's wait buffer, which sizes it
-(``s_bytes``, etl/core/sizing.py), and the stored bytes per row of ``key_map``, which the join
-measures itself at each run's start.
+"""The thesis's tuple sizes as this product counts them (papers/004 Table 6.2's ``s`` and ``r``):
+``memory_budget`` is counted in key_map's stored bytes (the join measures them per row at each
+run's start), so an update's size that sizes the wait buffer (``s_bytes``, etl/core/sizing.py) is
+its stored bytes in ``ingested_updates``; beside them, what a waiting update takes in Spark's
+block store, as the wait buffer holds it.
 
     .venv/bin/python -m benchmarks.tuple_sizes                 # about two minutes on 2 cores
     .venv/bin/python -m benchmarks.tuple_sizes --keys 200000 --minutes 2 --rate 200
@@ -54,11 +55,12 @@ def measure(spark, root: Path, keys: int, minutes: int, rate: float) -> dict:
     before = stored_bytes(spark)
     held = waiting.localCheckpoint(eager=True)
     tuples = held.count()
-    s_bytes = (stored_bytes(spark) - before) / tuples
+    in_memory = (stored_bytes(spark) - before) / tuples
+    tables = open_tables(spark, cfg)
     key_map_rows = read(spark, cfg, "key_map").count()
-    r_bytes = open_tables(spark, cfg).bytes("key_map") / key_map_rows
-    return {"keys": keys, "waiting_tuples": tuples, "s_bytes": round(s_bytes, 1),
-            "key_map_rows": key_map_rows, "r_bytes": round(r_bytes, 1)}
+    return {"keys": keys, "updates": tuples, "s_bytes": round(tables.bytes("ingested_updates") / tuples, 1),
+            "r_bytes": round(tables.bytes("key_map") / key_map_rows, 1), "key_map_rows": key_map_rows,
+            "s_bytes_in_memory": round(in_memory, 1)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -141,8 +141,9 @@ class EtlConfig:
     table_store: str = "delta"
 
     # --- the papers' parameters (papers/004 Table 6.1/6.2), one name everywhere ---
-    # wait-buffer tuples of one segment that trigger its disk probe; 0: derived from memory_budget
-    # and theta as the thesis sizes its own (etl/core/sizing.py; Table 6.2's numbers give 2,978)
+    # wait-buffer tuples of one segment that trigger its disk probe; 0: derived at a run's start
+    # from memory_budget and key_map's segments as the thesis sizes its own (etl/core/sizing.py;
+    # Table 6.2's numbers give 2,978)
     n_invoke: int = 0
     r_wb: float = 0.4  # fraction of the wait buffer freed when it overflows
     alpha: float = 0.3  # decay of the arrival frequency C_k per epoch
@@ -156,7 +157,9 @@ class EtlConfig:
     # capacity of the wait buffer, in tuples; 0: derived, Table 6.2's 4 bytes for every 34 of
     # memory_budget, in tuples of s_bytes (etl/core/sizing.py)
     wait_buffer_tuples: int = 0
-    s_bytes: int = 411  # S-tuple size: bytes a waiting update takes in the wait buffer (benchmarks.tuple_sizes)
+    # S-tuple size: an update's bytes in the unit memory_budget counts key_map in (stored bytes),
+    # measured for the default entity by benchmarks.tuple_sizes; an entity with wider rows sets its own
+    s_bytes: int = 127
     # Not in the thesis: a waiting segment is probed once its oldest tuple has waited this many
     # seconds of stream time (bounds the partitioned join's delay tail); 0 = no bound.
     max_wait_s: float = 0.0

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from etl.core import registry
-from etl.core.sizing import JoinSizes, configured_sizes
+from etl.core.sizing import configured_sizes, segment_bytes
 
 
 @dataclass
@@ -115,16 +115,17 @@ class PartitionPolicy:
 
     @classmethod
     def from_config(cls, cfg, r_bytes: float = 128.0) -> "PartitionPolicy":
-        """With ``n_invoke`` and the wait buffer as set, or derived (``etl.core.sizing``) for
-        key_map rows of ``r_bytes``."""
-        sizes = configured_sizes(cfg, r_bytes)
+        """With ``n_invoke`` and the wait buffer as set, or derived (``etl.core.sizing``) for range
+        segments of key_map rows of ``r_bytes``; a run sets its own at its start (``size_for_run``)."""
+        sizes = configured_sizes(cfg, segment_bytes(cfg.theta, r_bytes))
         return cls(sizes.n_invoke, cfg.r_wb, cfg.alpha, cfg.tau, cfg.rho, cfg.memory_budget, sizes.wait_buffer_tuples,
                    cfg.max_wait_s)
 
-    def size_for_run(self, sizes: JoinSizes) -> None:
-        """A run's sizes, derived from key_map's row size measured at its start (the run
-        snapshot's, so a restart derives the same)."""
-        self.n_invoke, self.capacity = sizes.n_invoke, sizes.wait_buffer_tuples
+    def size_for_run(self, n_invoke: int, wait_buffer_tuples: int) -> None:
+        """A run's sizes, as its start derived them (``etl.core.sizing.run_sizes``)."""
+        if n_invoke <= 0 or wait_buffer_tuples <= 0:
+            raise ValueError("need n_invoke > 0 and wait_buffer_tuples > 0")
+        self.n_invoke, self.capacity = n_invoke, wait_buffer_tuples
 
     # ------------------------------------------------------------------ state
 

@@ -34,7 +34,7 @@ class StrategySpec:
 
 
 _PARTITIONED_SETTINGS = (
-    "n_invoke", "r_wb", "alpha", "tau", "rho", "memory_budget", "wait_buffer_tuples", "max_wait_s",
+    "n_invoke", "r_wb", "alpha", "tau", "rho", "memory_budget", "wait_buffer_tuples", "s_bytes", "max_wait_s",
     "h_mark", "l_mark", "block_factor",
 )
 

@@ -18,6 +18,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
+from etl.core.config import EtlConfig
+from etl.core.sizing import wait_buffer_for
 from etl.simulator.engine import STRATEGIES, SimResult, simulate
 from etl.simulator.model import MB, SimParams
 from etl.simulator.workload import Relation, Trace
@@ -155,11 +157,18 @@ def write_results(results: dict, out_dir: Path, command: str) -> Path:
 
 N_INVOKE_CHOICES = (500, 1000, 3000, 6000)
 SETTINGS_OF = {
-    "partitioned-range": ("n_invoke", "memory_budget", "theta", "alpha", "rho", "r_wb", "wait_buffer_tuples", "max_wait_s"),
-    "partitioned-hash": ("n_invoke", "memory_budget", "n_part", "alpha", "rho", "r_wb", "wait_buffer_tuples", "max_wait_s"),
+    "partitioned-range": ("n_invoke", "memory_budget", "theta", "alpha", "rho", "r_wb", "max_wait_s"),
+    "partitioned-hash": ("n_invoke", "memory_budget", "n_part", "alpha", "rho", "r_wb", "max_wait_s"),
     "meshjoin": ("k", "d", "memory_budget"),
     "native": (),
 }
+
+
+def etl_n_invoke(n_invoke: int, simulated_wait_tuples: int, memory_budget: int) -> int:
+    """A simulated ``n_invoke`` as the ETL's: the simulator's tuples are Table 6.2's 64 bytes, the
+    ETL derives its wait buffer from ``memory_budget`` in its own updates' size (etl/core/sizing.py),
+    so the threshold is the same share of that buffer as of the simulated one."""
+    return max(1, round(n_invoke * wait_buffer_for(memory_budget, EtlConfig.s_bytes) / simulated_wait_tuples))
 
 
 def recommend(p: SimParams, progress: Callable[[str], None] | None = None) -> dict:
@@ -186,8 +195,8 @@ def recommend(p: SimParams, progress: Callable[[str], None] | None = None) -> di
     best_s, best_q, best_r = min(candidates, key=score)
     settings = {"join_strategy": best_s, "memory_budget": best_q.join_memory if best_s.startswith("partitioned") else best_q.memory_budget}
     if best_s.startswith("partitioned"):
-        settings.update(n_invoke=best_q.n_invoke, alpha=best_q.alpha, rho=best_q.rho, r_wb=best_q.r_wb,
-                        wait_buffer_tuples=best_q.wait_buffer_tuples)
+        settings.update(n_invoke=etl_n_invoke(best_q.n_invoke, best_q.wait_buffer_tuples, settings["memory_budget"]),
+                        alpha=best_q.alpha, rho=best_q.rho, r_wb=best_q.r_wb)
         if best_q.max_wait_s:
             settings["max_wait_s"] = best_q.max_wait_s
         if best_s == "partitioned-range":

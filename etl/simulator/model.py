@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from etl.generator import SKEWS
+
 MB = 1 << 20
 KB = 1 << 10
 
@@ -94,9 +96,9 @@ class SimParams:
     tick_s: float = 0.1  # micro-batch trigger interval of the partitioned join and native
     block_factor: int = 4  # block granularity: batches span this many ticks
     max_wait_s: float = 0.0  # the ETL's wait bound (etl.core.policy); 0 = none, as in the thesis
-    # PQRS p, q, r, s: the thesis does not publish its own. These give a strongly skewed stream
+    # PQRS p, q, r, s: the thesis does not publish its own. The "thesis" skew of etl.generator.SKEWS
     # (85% of updates on the hottest sixth of R by key range; docs/simulator.md shows weaker ones).
-    pqrs: tuple[float, float, float, float] = (0.6, 0.1, 0.25, 0.05)
+    pqrs: tuple[float, float, float, float] = SKEWS["thesis"]
     mini_interval_s: float = 1.0
     seed: int = 7
     disk: DiskModel = DiskModel()

@@ -5,7 +5,7 @@ from datetime import datetime, timedelta, timezone
 import numpy as np
 import pytest
 
-from etl.generator import StreamSpec, b_model_volumes, generate_stream, pqrs_points
+from etl.generator import SKEWS, StreamSpec, b_model_volumes, generate_stream, pqrs_points, skew
 from etl.io.landing import piece_of
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
@@ -66,6 +66,26 @@ def test_pqrs_skews_keys_and_couples_time_and_key():
     assert abs((early & low).mean() - 0.4) < 0.02
     _, skewed = pqrs_points(50_000, 1 << 16, 0.45, 0.15, 0.3, 0.1, rng)
     assert abs((skewed < (1 << 15)).mean() - 0.75) < 0.02  # p + r
+
+
+def test_one_definition_of_each_skew_for_the_benchmarks_and_the_simulator():
+    """The thesis's experiments' skew is the simulator's; the generator's own is milder; every
+    result states which one it ran (issue 47: the live benchmark ran one, the simulator the other)."""
+    from etl.simulator.model import SimParams
+
+    assert SimParams().pqrs == SKEWS["thesis"]
+    assert (StreamSpec(start=T0).p, StreamSpec(start=T0).s) == (SKEWS["default"][0], SKEWS["default"][3])
+    thesis = StreamSpec(start=T0, rate=1000, key_domain=20_000_000, **skew("thesis"))
+    assert {k: v for k, v in thesis.described().items() if k in ("skew", "p", "b", "rate")} == {
+        "skew": "thesis", "p": 0.6, "b": 0.6, "rate": 1000}
+    assert StreamSpec(start=T0, p=0.7, q=0.1, r=0.1, s=0.1).described()["skew"] is None  # a skew of its own
+    # The thesis's skew puts more of the stream on fewer keys than the default's.
+    rng = np.random.default_rng(4)
+    hottest = {name: float((pqrs_points(40_000, 1 << 16, *SKEWS[name], rng)[1] < (1 << 13)).mean())
+               for name in ("thesis", "default")}
+    assert hottest["thesis"] > 2 * hottest["default"]
+    with pytest.raises(ValueError, match="unknown skew 'zipf'"):
+        skew("zipf")
 
 
 def test_shares_of_each_kind(tmp_path):

@@ -29,7 +29,7 @@ from pyspark.sql import functions as F
 
 from etl.core.faults import crash_point
 from etl.core.policy import PartitionPolicy, SegmentSizes, StepArrivals, replay
-from etl.core.sizing import configured_sizes
+from etl.core.sizing import configured_sizes, run_sizes, segment_bytes
 from etl.strategies.base import KEY, JoinStats, JoinStrategy, new_keys_by_segment
 from etl.strategies.partitioned.resident import ResidentSet
 from etl.strategies.partitioned.wait_buffer import WaitBuffer
@@ -91,6 +91,14 @@ class PartitionedJoin(JoinStrategy):
             "row_bytes": (self.tables.bytes("key_map") / total_rows) if total_rows else 128.0,
         }
 
+    def _run_start(self) -> dict:
+        """What a run fixes at its start: the segments' sizes and the wait buffer's and
+        ``n_invoke``'s, derived from them unless set (``etl.core.sizing``)."""
+        data = self._sizes_now()
+        rows = sum(data["sizes"].values())
+        sizes = configured_sizes(self.cfg, segment_bytes(self.cfg.theta, data["row_bytes"], rows, len(data["sizes"])))
+        return {**data, "n_invoke": sizes.n_invoke, "wait_buffer_tuples": sizes.wait_buffer_tuples}
+
     def lookup(self, probes):
         """Only the segments the probes fall in are read (partition pruning): a fact's keys cost
         the dimension's touched partitions, not the whole of it."""
@@ -108,14 +116,12 @@ class PartitionedJoin(JoinStrategy):
         self.run_key = run_key
         self.wait_buffer.release()
 
-        data = self.run_snapshot(self._sizes_now)
+        data = self.run_snapshot(self._run_start)
         self.sizes = SegmentSizes({int(k): v for k, v in data["sizes"].items()}, float(data["row_bytes"]))
-        sizes = configured_sizes(self.cfg, self.sizes.row_bytes)
-        self.policy.size_for_run(sizes)
-        if not (self.cfg.n_invoke and self.cfg.wait_buffer_tuples):
-            log.info("run %s: wait buffer %d tuples, n_invoke %d (derived: memory_budget %d bytes holds %d segments of "
-                     "key_map at %.1f bytes a row; docs/partitioned-join.md)", run_key, sizes.wait_buffer_tuples,
-                     sizes.n_invoke, self.cfg.memory_budget, sizes.resident_segments, self.sizes.row_bytes)
+        n_invoke, wait_buffer_tuples = run_sizes(data, self.cfg)
+        self.policy.size_for_run(n_invoke, wait_buffer_tuples)
+        log.info("run %s: wait buffer %d tuples, n_invoke %d (docs/partitioned-join.md, \"Sizes derived from the "
+                 "memory\")", run_key, wait_buffer_tuples, n_invoke)
 
         steps = sorted(i for i in done_steps if i >= 0)
         if steps:

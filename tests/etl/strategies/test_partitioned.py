@@ -9,7 +9,7 @@ import pytest
 
 from etl import jobs
 from etl.core.interval import Interval
-from etl.core.sizing import configured_sizes
+from etl.core.sizing import configured_sizes, segment_bytes
 from etl.generator import StreamSpec, generate_stream
 from etl.io.tables import open_tables, read
 from etl.load.loader import Loader
@@ -24,6 +24,7 @@ SECOND = Interval(T0 + timedelta(minutes=2), T0 + timedelta(minutes=4))
 # recovered batch has none).
 WALL_CLOCK_AND_STATS = {f.name for f in TABLES["batch_ledger"].schema.fields[7:]}
 TINY = dict(memory_budget=3000, n_invoke=15, wait_buffer_tuples=60, r_wb=0.4, tau=50)
+DERIVED = dict(memory_budget=3000, r_wb=0.4, tau=50)  # n_invoke and the wait buffer derived: a handful of tuples
 AMPLE = dict(memory_budget=64 << 20, n_invoke=15, wait_buffer_tuples=10_000, tau=50)
 STREAMS = {
     "skewed": dict(key_domain=400, p=0.6, q=0.1, r=0.25, s=0.05),
@@ -105,13 +106,14 @@ def test_a_wait_bound_probes_every_overdue_segment_and_stays_exact(spark, cfg):
 # A partitioned run killed mid-way, with and without the wait bound: the loader's recovery on the
 # in-memory tables in make test, the wait bound's on Delta too in make test-slow (a process killed
 # at each commit point on Delta, without the wait bound: the crash harness, tests/etl/test_crash.py).
-@pytest.mark.parametrize("max_wait_s", [
-    pytest.param(0.0, marks=pytest.mark.memory_tables),
-    pytest.param(45.0, marks=pytest.mark.memory_tables),
-    pytest.param(45.0, marks=pytest.mark.slow, id="45.0-on-delta"),
+@pytest.mark.parametrize("max_wait_s, sizes", [
+    # The sizes derived from the memory (n_invoke and the wait buffer unset), kept across the kill.
+    pytest.param(0.0, DERIVED, marks=pytest.mark.memory_tables, id="0.0"),
+    pytest.param(45.0, TINY, marks=pytest.mark.memory_tables, id="45.0"),
+    pytest.param(45.0, TINY, marks=pytest.mark.slow, id="45.0-on-delta"),
 ])
-def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max_wait_s):
-    cfg = cfg.replace(join_strategy="partitioned-range", micro_batch_seconds=30, max_wait_s=max_wait_s, **TINY)
+def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max_wait_s, sizes):
+    cfg = cfg.replace(join_strategy="partitioned-range", micro_batch_seconds=30, max_wait_s=max_wait_s, **sizes)
     generate_stream(StreamSpec(start=T0, duration_s=120, rate=8, seed=3, key_domain=200), cfg.landing_path)
     whole = reference_in_memory(cfg, tmp_path / "whole")
     for c in (cfg, whole):
@@ -123,6 +125,7 @@ def test_a_run_killed_midway_ends_with_the_same_tables(spark, cfg, tmp_path, max
     with pytest.raises(RuntimeError, match="killed"):
         loader.load(FIRST)
     jobs.load(spark, cfg, FIRST)  # restart: recovers the logged batch, replays the policy, goes on
+    assert sum(m.segments_probed for m in read(spark, cfg, "join_metrics").collect()) > 0
 
     for name, drop in (
         ("key_map", ()),
@@ -208,20 +211,26 @@ def test_a_segment_admitted_then_evicted_in_one_probe_is_not_kept_in_memory(spar
     cold, hot = sorted(rows, key=lambda s: (-rows[s], s))[:2]  # the cold one has more rows: probed first
 
     # The defaults: the wait buffer and n_invoke derived at the run's start from memory_budget and
-    # key_map's bytes a row, measured then and kept in the run snapshot (docs/partitioned-join.md):
-    # a restart of a run that began when the rows were four times as wide derives from that.
+    # key_map's segments as they are then, kept in the run snapshot (docs/partitioned-join.md): a
+    # restart probes as the run did, whatever the settings say since, and a run an older version
+    # began goes on with the fixed sizes that version had.
     row_bytes = open_tables(spark, cfg).bytes("key_map") / sum(rows.values())
-    three = cfg.replace(memory_budget=int(3.5 * 1.5 * cfg.theta * row_bytes))  # three segments at the measured size
-    for run_key, measured in (("sizes-test", row_bytes), ("sizes-restart", 4 * row_bytes)):
+    segment = segment_bytes(cfg.theta, row_bytes, sum(rows.values()), len(rows))
+    three = cfg.replace(memory_budget=int(3.5 * segment))  # three segments as they are
+    derived = configured_sizes(three, segment)
+    assert derived.resident_segments == 3
+    for run_key, snapshot, want in (
+        ("sizes-test", None, (derived.n_invoke, derived.wait_buffer_tuples)),
+        ("sizes-restart", {"n_invoke": 7, "wait_buffer_tuples": 70}, (7, 70)),
+        ("sizes-older", {}, (3000, 65536)),
+    ):
         sized = get_strategy("partitioned-range", spark, three, load_layout(cfg))
-        if run_key == "sizes-restart":
+        if snapshot is not None:  # a run that began before: its snapshot is on disk
             sized.run_key = run_key
-            sized.run_snapshot(lambda: {"sizes": {str(k): n for k, n in rows.items()}, "row_bytes": measured})
+            sized.run_snapshot(lambda: {**sized._sizes_now(), **snapshot})
         sized.begin(run_key, None, [], [])
-        derived = configured_sizes(three, measured)
-        assert sized.sizes.row_bytes == pytest.approx(measured)
-        assert (sized.policy.n_invoke, sized.policy.capacity) == (derived.n_invoke, derived.wait_buffer_tuples)
-        assert derived.resident_segments == (3 if run_key == "sizes-test" else 1)
+        assert sized.sizes.row_bytes == pytest.approx(row_bytes)
+        assert (sized.policy.n_invoke, sized.policy.capacity) == want, run_key
         sized.forget_snapshot()
 
     strategy = get_strategy("partitioned-range", spark, cfg, load_layout(cfg))

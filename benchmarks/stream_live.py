@@ -116,7 +116,7 @@ def unloaded(spark, cfg: EtlConfig, landing: Path | None, stopped_at: datetime) 
 
 
 MODE_SETTINGS = {"piece_seconds": int, "apply_interval_seconds": float, "micro_batch_seconds": int,
-                 "stream_grace_seconds": float}
+                 "stream_grace_seconds": float, "block_factor": int}
 
 
 def mode_settings(settings: list[str]) -> dict:

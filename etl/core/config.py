@@ -316,7 +316,7 @@ def _validate(cfg: EtlConfig) -> None:
     need(cfg.stream_stale_seconds > cfg.stream_heartbeat_seconds, "stream_stale_seconds",
          "must exceed stream_heartbeat_seconds (a live stream would look stopped between two heartbeats)")
     need(cfg.max_wait_s >= 0, "max_wait_s", "must be >= 0 (0 means no bound)")
-    need(cfg.n_invoke >= 0, "n_invoke", "must be >= 0 (0: derived from memory_budget and theta)")
+    need(cfg.n_invoke >= 0, "n_invoke", "must be >= 0 (0: derived from memory_budget and key_map's segments)")
     need(cfg.wait_buffer_tuples >= 0, "wait_buffer_tuples", "must be >= 0 (0: derived from memory_budget)")
     need(0 <= cfg.l_mark <= cfg.h_mark, "l_mark", "must be between 0 and h_mark")
     need(cfg.block_factor >= 1, "block_factor", "must be at least 1 (1 turns block granularity off)")

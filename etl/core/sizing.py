@@ -16,7 +16,7 @@ The thesis gives the join 40 MB: a 4 MB wait buffer, a read buffer for the segme
 
 Table 6.2's numbers give 65,536 tuples, 22 segments and an ``n_invoke`` of 2,978 (the thesis sets
 3,000): ``tests/etl/core/test_sizing.py``. A setting given explicitly wins over its derivation. A
-run keeps the sizes its start derived (its snapshot), so a restart probes as the run did."""
+run keeps the sizes its start derived (its snapshot), so a restart uses the run's own."""
 
 from __future__ import annotations
 

@@ -58,7 +58,7 @@ def test_every_size_scales_with_the_memory_and_a_setting_given_wins():
 def test_a_run_keeps_the_sizes_its_start_derived_and_an_older_run_the_fixed_ones():
     cfg = EtlConfig(memory_budget=THESIS["memory_budget"], s_bytes=THESIS["s_bytes"])
     assert run_sizes({"sizes": {}, "row_bytes": 128.0, "n_invoke": 2978, "wait_buffer_tuples": 65536},
-                     cfg.replace(memory_budget=MB)) == (2978, 65536)  # the memory changed since: the run's own
+                     cfg.replace(memory_budget=MB)) == (2978, 65536)  # derived otherwise now: the run's own
     assert run_sizes({"sizes": {}, "row_bytes": 128.0}, cfg) == (FIXED_N_INVOKE, FIXED_WAIT_BUFFER_TUPLES)
     assert run_sizes({"sizes": {}, "row_bytes": 128.0}, cfg.replace(n_invoke=40)) == (40, FIXED_WAIT_BUFFER_TUPLES)
 

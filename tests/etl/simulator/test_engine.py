@@ -113,3 +113,25 @@ def test_a_wait_bound_caps_the_partitioned_joins_delay_tail_at_the_cost_of_probe
     assert free.p99_delay_s > 60  # without the bound, cold segments' tuples wait for n_invoke or overflow
     assert bounded.p99_delay_s <= 30.0 + 1.0  # the bound plus the probe's own time
     assert bounded.avg_delay_s < free.avg_delay_s and bounded.probes > free.probes
+
+
+def test_a_partitioned_recommendation_leaves_the_wait_buffer_to_the_etl(monkeypatch):
+    """The mapping from the simulated winner to ETL settings (the simulations themselves are the
+    tests above): no wait buffer (the ETL derives it from memory_budget), n_invoke as the same share
+    of the ETL's buffer."""
+    from etl.simulator import experiments
+    from etl.simulator.engine import SimResult
+
+    def simulated(strategy, q, trace, relation):
+        delay = 1.0 if (strategy, q.n_invoke) == ("partitioned-range", 3000) else 9.0
+        return SimResult(strategy, q.rate, q.memory_budget / MB, q.b, arrived=1, processed=1, avg_delay_s=delay,
+                         p99_delay_s=delay)
+
+    monkeypatch.setattr(experiments.Relation, "generate", classmethod(lambda cls, p: None))
+    monkeypatch.setattr(experiments.Trace, "generate", classmethod(lambda cls, p: None))
+    monkeypatch.setattr(experiments, "simulate", simulated)
+    p = SimParams()
+    rec = experiments.recommend(p)["recommended"]
+    assert rec["join_strategy"] == "partitioned-range" and "wait_buffer_tuples" not in rec
+    assert rec["n_invoke"] == etl_n_invoke(3000, p.wait_buffer_tuples, rec["memory_budget"]) == 1_512
+    EtlConfig(**rec)

@@ -105,26 +105,24 @@ def ingest(spark, cfg: EtlConfig, interval: Interval, progress=None) -> dict:
         progress(f"reading {len(scan.files)} landing files ({size / 1e6:.1f} MB)"
                  + (f" and {len(kafka.ranges)} Kafka ranges" if kafka.ranges else ""))
     run = f"run_key = '{interval.run_key}'"
-    reasons, n_lines, n_blank = _write_checked(spark, cfg, interval, scan, kafka, interval.start, interval.end, run, run, run,
-                                               progress)
-    summary = ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, n_lines, n_blank, reasons,
-                             ranges=len(kafka.ranges), kafka_lost=kafka.lost_records, piece_seconds=cfg.piece_seconds)
+    tally = _write_checked(spark, cfg, interval, scan, kafka, interval.start, interval.end, run, run, run, progress)
+    summary = ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, tally.lines, tally.blank_lines,
+                             tally.reasons, ranges=len(kafka.ranges), kafka_lost=kafka.lost_records,
+                             piece_seconds=cfg.piece_seconds)
     write_summary(cfg, interval, "ingest", summary)
     check_rejections(cfg, interval, summary)
     return summary
 
 
 def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: KafkaPlan, a, b, updates_where: str,
-                   files_where: str, rejected_where: str, progress=None, fresh: bool = False,
-                   counts: dict | None = None) -> tuple[Counter, int, int]:
+                   files_where: str, rejected_where: str, progress=None, fresh: bool = False) -> "Tally":
     """Check the scanned files' lines and the Kafka ranges' records, and write them over the rows
     the three predicates select (a run's partition, or the always-on loader's minutes of it):
     rerunning writes the same rows. A recorded Kafka range must read as it did (``LandingChanged``).
     ``fresh``: nothing was ever written where the predicates select (the always-on loader's first
     attempt at these pieces), so the rows are appended, without a replace's search for rows to
     remove and its check of every row written (a commit of about 0.3 s instead of 1.7-2 s), and a
-    table with nothing to append is not written at all. ``counts`` receives the valid rows per
-    window (``batch_index``)."""
+    table with nothing to append is not written at all. Returns what was read, counted (``Tally``)."""
     for s in scan.skipped + kafka.skipped:
         log.warning("skipped %s: %s", s.name, s.reason)
     checked = check_landed_files(spark, cfg, scan.files)
@@ -153,14 +151,12 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
             _check_recorded(interval, kafka.recorded, files)
         tables = open_tables(spark, cfg)
         ingested = to_ingested(valid, interval, cfg.micro_batch_seconds, cfg.entity_model, cfg.piece_seconds)
-        if counts is not None:
-            counts.update(tally.windows)
 
         def write(rows, table: str, where: str, n_rows: int) -> None:
-            if fresh and n_rows:
-                tables.append(rows, table)
-            elif not fresh:
+            if not fresh:
                 tables.replace_where(rows, table, where)
+            elif n_rows:
+                tables.append(rows, table)
 
         write(ingested, "ingested_updates", updates_where, sum(tally.windows.values()))
         crash_point("ingest.ingested_written")
@@ -169,7 +165,7 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         write(to_landed_files(files, interval), "landed_files", files_where, tally.files)
     finally:
         checked.unpersist()
-    return tally.reasons, tally.lines, tally.blank_lines
+    return tally
 
 
 @dataclass
@@ -282,13 +278,12 @@ def ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end, fresh: 
     lo, hi = windows_before(interval, mbs, start), windows_before(interval, mbs, end)
     pieces = (f"{run} AND unix_micros(arrival_minute) >= {int(start.timestamp() * 1e6)} "
               f"AND unix_micros(arrival_minute) < {int(end.timestamp() * 1e6)}")
-    counts: dict[int, int] = {}
-    reasons, n_lines, n_blank = _write_checked(
+    tally = _write_checked(
         spark, cfg, interval, scan, kafka, start, end, f"{run} AND batch_index >= {lo} AND batch_index < {hi}", pieces, pieces,
-        fresh=fresh, counts=counts)
-    summary = ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, n_lines, n_blank, reasons,
-                             ranges=len(kafka.ranges), kafka_lost=kafka.lost_records)
-    summary["batch_counts"] = counts
+        fresh=fresh)
+    summary = ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, tally.lines, tally.blank_lines,
+                             tally.reasons, ranges=len(kafka.ranges), kafka_lost=kafka.lost_records)
+    summary["batch_counts"] = tally.windows
     return summary
 
 

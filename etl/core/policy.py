@@ -114,10 +114,10 @@ class PartitionPolicy:
         self.pending_since: dict[int, int] = {}
 
     @classmethod
-    def from_config(cls, cfg, r_bytes: float = 128.0) -> "PartitionPolicy":
+    def from_config(cls, cfg) -> "PartitionPolicy":
         """With ``n_invoke`` and the wait buffer as set, or derived (``etl.core.sizing``) for range
-        segments of key_map rows of ``r_bytes``; a run sets its own at its start (``size_for_run``)."""
-        sizes = configured_sizes(cfg, segment_bytes(cfg.theta, r_bytes))
+        segments of 128-byte rows until a run sets its own at its start (``size_for_run``)."""
+        sizes = configured_sizes(cfg, segment_bytes(cfg.theta, 128.0))
         return cls(sizes.n_invoke, cfg.r_wb, cfg.alpha, cfg.tau, cfg.rho, cfg.memory_budget, sizes.wait_buffer_tuples,
                    cfg.max_wait_s)
 

@@ -66,7 +66,7 @@ def test_a_run_keeps_the_sizes_its_start_derived_and_an_older_run_the_fixed_ones
 def test_the_configuration_derives_unless_told_and_refuses_negative_sizes():
     cfg = EtlConfig(memory_budget=THESIS["memory_budget"], theta=THESIS["theta"], s_bytes=THESIS["s_bytes"])
     assert configured_sizes(cfg, THESIS_SEGMENT) == JoinSizes(65_536, 22, 2_978)
-    policy = PartitionPolicy.from_config(cfg, r_bytes=THESIS["r_bytes"])
+    policy = PartitionPolicy.from_config(cfg)  # Table 6.2's 128-byte rows until a run measures its own
     assert (policy.n_invoke, policy.capacity) == (2_978, 65_536)
     policy.size_for_run(65_536 // 11, 65_536)
     assert (policy.n_invoke, policy.capacity) == (5_957, 65_536)

@@ -3,6 +3,9 @@ and inside them the calls that cost Spark jobs or Delta commits.
 
     .venv/bin/python -m benchmarks.stream_piece                     # about seven minutes on 2 cores
     .venv/bin/python -m benchmarks.stream_piece --strategies native --out /tmp/piece.json
+    .venv/bin/python -m benchmarks.stream_piece --keys 20000000 --n-part 1024 --rate 1000 --minutes 3 \
+        --piece-seconds 10 --apply-interval-seconds 60 --sizes derived --driver-memory 8g \
+        --strategies partitioned-range --out docs/results/stream_piece_full.json   # full size, ~40 min
 
 A warehouse seeded directly with ``--keys`` keys, then ``--minutes`` of a ``--rate`` updates/s
 stream in landing files of ``--piece-seconds``, loaded by ``etl stream`` (``etl.stream.Stream``)
@@ -12,7 +15,11 @@ loaded, so nothing here is delay, only cost. The calls are timed where they are 
 ``CALLS``), each with the Spark jobs it started and the Delta commits it added; a call inside
 another is counted in both. Reported: medians per piece over the pieces after the first two (the
 first carries the run's start-up) and before the run's last two (its flush and summaries); a
-piece is a load step and the ingest before it."""
+piece is a load step and the ingest before it. The coalesced MERGEs (``CommitProtocol.apply``,
+every ``--apply-interval-seconds`` of the stream's clock) are off the pieces' path: each is
+reported apart, with the updates it applied. ``--sizes``: the partitioned join's wait buffer and
+``n_invoke`` one trigger interval of arrivals (``window``, the other benchmarks'), or derived from
+the memory as a run derives them by default (``derived``, ``etl.core.sizing``)."""
 
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ import importlib
 import json
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -106,9 +114,11 @@ def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dic
     cfg = base.replace(warehouse_root=str(work / name / "warehouse"), runs_root=str(work / name / "runs"),
                        landing_root=str(work / name / "landing"), join_strategy=strategy)
     run = Interval(T0, T0 + timedelta(minutes=args.minutes))
-    seed_direct(spark, cfg, args.keys, Interval(T0 - timedelta(minutes=args.minutes), T0))
-    cfg = cfg.replace(memory_budget=sum(keymap_segment_bytes(spark, cfg).values()) // 10,
-                      **partitioned_settings(args.rate, cfg.micro_batch_seconds))
+    seeding = time.perf_counter()
+    seed_direct(spark, cfg, args.keys, Interval(T0 - timedelta(minutes=args.minutes), T0), progress=note)
+    note(f"{strategy}: {args.keys} keys seeded in {time.perf_counter() - seeding:.0f} s")
+    sizes = partitioned_settings(args.rate, cfg.micro_batch_seconds) if args.sizes == "window" else {}
+    cfg = cfg.replace(memory_budget=sum(keymap_segment_bytes(spark, cfg).values()) // 10, **sizes)
     generate_stream(stream_of(args), cfg.landing_path, piece_seconds=cfg.piece_seconds)
     timer = Timer(spark, cfg.warehouse_path)
     clock = [T0]
@@ -118,9 +128,11 @@ def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dic
 
     for module, attr in STEPS + CALLS:
         timer.wrap(module, attr, closes_piece=attr == "Loader.load_ready")
+    applies = wrap_applies(spark, cfg.warehouse_path, timer)
     try:
         started = time.perf_counter()
-        Stream(spark, cfg, clock=lambda: clock[0], sleep=sleep, progress=lambda message: None).run(start=run.start, until=run.end)
+        stream = Stream(spark, cfg, clock=lambda: clock[0], sleep=sleep, progress=note)
+        stream.run(start=run.start, until=run.end)
         whole = time.perf_counter() - started
     finally:
         timer.restore()
@@ -136,7 +148,44 @@ def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dic
     totals = [sum(p.get(s, [0.0])[0] for s in ("ingest_pieces", "Loader.load_ready")) for p in steady]
     return {"strategy": strategy, "pieces": len(timer.pieces), "pieces_measured": len(steady),
             "seconds_whole_run": round(whole, 1), "seconds_per_piece": round(statistics.median(totals), 3),
-            "per_piece": per_piece}
+            "settings": {**{k: getattr(cfg, k) for k in ("memory_budget", "n_part", "tau")}, **run_sizes_of(stream)},
+            "per_piece": per_piece, "coalesced_applies": applies}
+
+
+def run_sizes_of(stream: Stream) -> dict:
+    """The wait buffer and n_invoke the run used (derived at its start unless set)."""
+    policy = getattr(stream.loader.strategy, "policy", None)
+    if policy is None or not hasattr(policy, "capacity"):
+        return {}
+    return {"wait_buffer_tuples": policy.capacity, "n_invoke": policy.n_invoke}
+
+
+def note(message: str) -> None:
+    print(f"[stream_piece] {message}", file=sys.stderr, flush=True)
+
+
+def wrap_applies(spark, root: Path, timer: Timer) -> list[dict]:
+    """Each call of ``CommitProtocol.apply_tail`` (the coalesced MERGE pair of the logged tail),
+    with the updates and batches it applied, its seconds, Spark jobs and Delta commits."""
+    from etl.load.protocol import CommitProtocol
+    real, applies = CommitProtocol.apply_tail, []
+
+    @functools.wraps(real)
+    def timed(self, *args, **kwargs):
+        batches = list(self.tail.batches)
+        if not batches:
+            return real(self, *args, **kwargs)
+        jobs0, commits0, t0 = jobs_started(spark), delta_commits(root), time.perf_counter()
+        try:
+            return real(self, *args, **kwargs)
+        finally:
+            applies.append({"batches": len(batches), "updates": sum(b.result.updates_in for b in batches),
+                            "seconds": round(time.perf_counter() - t0, 3), "jobs": jobs_started(spark) - jobs0,
+                            "commits": delta_commits(root) - commits0})
+
+    CommitProtocol.apply_tail = timed
+    timer.undo.append((CommitProtocol, "apply_tail", real))
+    return applies
 
 
 def main() -> None:
@@ -149,13 +198,18 @@ def main() -> None:
     ap.add_argument("--micro-batch-seconds", type=int, default=10)
     ap.add_argument("--apply-interval-seconds", type=int, default=30)
     ap.add_argument("--strategies", default="native,partitioned-range")
+    ap.add_argument("--n-part", type=int, default=64, help="key_map's segments (full size: 1024)")
+    ap.add_argument("--sizes", choices=("window", "derived"), default="window",
+                    help="the partitioned join's wait buffer and n_invoke: one trigger interval, or derived from the memory")
+    ap.add_argument("--driver-memory", default="2g")
     ap.add_argument("--out", default="docs/results/stream_piece.json")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-stream-piece-"))
     base = EtlConfig(warehouse_root=str(work / "wh"), gx_root=str(work / "gx"), spark_master="local[2]",
                      spark_shuffle_partitions=2, key_domain=args.keys, schedule=f"*/{args.minutes} * * * *",
                      piece_seconds=args.piece_seconds, micro_batch_seconds=args.micro_batch_seconds,
-                     apply_interval_seconds=args.apply_interval_seconds, stream_grace_seconds=0)
+                     apply_interval_seconds=args.apply_interval_seconds, stream_grace_seconds=0,
+                     n_part=args.n_part, spark_driver_memory=args.driver_memory)
     spark = build_spark_session(base, app_name="bench-stream-piece", master="local[2]")
     try:
         rows = []

@@ -29,9 +29,11 @@ source (Structured Streaming, default trigger, ``foreachBatch`` MERGEs) on its t
 
 With ``--work DIR`` holding a warehouse seeded by ``benchmarks.strategies --seed-only --work DIR``
 (20 million keys at ``--size full``), each mode loads a copy of it instead of a fresh seed. The join
-memory is a tenth of ``key_map``'s bytes, the partitioned join's wait buffer one window of
-arrivals (``n_invoke`` an eighth of it), MESHJOIN's cycle ``--k`` segments: the settings of
-``benchmarks.strategies``. A mode that falls behind is stopped ``--deadline-minutes`` after its
+memory is a tenth of ``key_map``'s bytes, the partitioned join's wait buffer one window of the
+mode's arrivals (``n_invoke`` an eighth of it; before 2026-11-29 the window of
+``--micro-batch-seconds``, whatever the mode's), or with the mode setting ``sizes=derived`` both
+derived from the memory as a run derives them by default; MESHJOIN's cycle ``--k`` segments: the
+settings of ``benchmarks.strategies``. A mode that falls behind is stopped ``--deadline-minutes`` after its
 stream's end (the piece being loaded finishes, as on SIGTERM): its delays then cover the loaded
 updates, ``unloaded_at_stop`` counts the others, and ``delay_avg_s_all_at_least`` averages over
 every offered update, each unloaded one at its wait until the stop (a lower bound).
@@ -116,7 +118,11 @@ def unloaded(spark, cfg: EtlConfig, landing: Path | None, stopped_at: datetime) 
 
 
 MODE_SETTINGS = {"piece_seconds": int, "apply_interval_seconds": float, "micro_batch_seconds": int,
-                 "stream_grace_seconds": float, "block_factor": int}
+                 "stream_grace_seconds": float, "block_factor": int, "sizes": str}
+# ``sizes``: the partitioned join's wait buffer and n_invoke, one trigger interval of arrivals
+# (``window``, the default: benchmarks.report.partitioned_settings) or derived from the memory as a
+# run derives them unless set (``derived``: etl.core.sizing).
+SIZES = ("window", "derived")
 
 
 def mode_settings(settings: list[str]) -> dict:
@@ -127,6 +133,8 @@ def mode_settings(settings: list[str]) -> dict:
         if not eq or name not in MODE_SETTINGS:
             raise SystemExit(f"bad mode setting {setting!r}: write name=value with name one of {', '.join(MODE_SETTINGS)}")
         out[name] = MODE_SETTINGS[name](value)
+    if out.get("sizes", "window") not in SIZES:
+        raise SystemExit(f"bad mode setting sizes={out['sizes']}: one of {', '.join(SIZES)}")
     return out
 
 
@@ -230,8 +238,10 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     if kind == "baseline":  # baseline:kafka: its warehouse is seeded as native's
         strategy = "native"
     name = mode.replace(":", "-").replace("=", "")
+    chosen = mode_settings(settings)
+    sizes = chosen.pop("sizes", "window")
     cfg = base.replace(warehouse_root=str(work / name / "warehouse"), runs_root=str(work / name / "runs"),
-                       join_strategy=strategy, **mode_settings(settings))
+                       join_strategy=strategy, **chosen)
     shutil.rmtree(work / name, ignore_errors=True)
     if args.seed:
         shutil.copytree(Path(args.work) / SEED_RANGE, cfg.warehouse_path)
@@ -242,7 +252,8 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     if not args.seed:
         seed_direct(spark, cfg, args.keys, Interval(start - timedelta(minutes=args.run_minutes), start))
     memory_budget = sum(keymap_segment_bytes(spark, cfg).values()) // 10
-    cfg = cfg.replace(memory_budget=memory_budget, k=args.k, **partitioned_settings(args.rate, args.micro_batch_seconds))
+    cfg = cfg.replace(memory_budget=memory_budget, k=args.k,
+                      **(partitioned_settings(args.rate, cfg.micro_batch_seconds) if sizes == "window" else {}))
     landing = work / f"landing-{name}"
     shutil.rmtree(landing, ignore_errors=True)
     on_kafka = args.broker is not None

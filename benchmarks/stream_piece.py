@@ -15,7 +15,9 @@ loaded, so nothing here is delay, only cost. The calls are timed where they are 
 ``CALLS``), each with the Spark jobs it started and the Delta commits it added; a call inside
 another is counted in both. Reported: medians per piece over the pieces after the first two (the
 first carries the run's start-up) and before the run's last two (its flush and summaries); a
-piece is a load step and the ingest before it. The coalesced MERGEs (``CommitProtocol.apply``,
+piece is a load step and the ingest before it; ``per_released_piece``: the medians over the
+measured pieces whose load step released updates (a partitioned join's pieces mostly wait), and
+``pieces_raw`` every piece's figures. The coalesced MERGEs (``CommitProtocol.apply``,
 every ``--apply-interval-seconds`` of the stream's clock) are off the pieces' path: each is
 reported apart, with the updates it applied. ``--sizes``: the partitioned join's wait buffer and
 ``n_invoke`` one trigger interval of arrivals (``window``, the other benchmarks'), or derived from
@@ -80,9 +82,13 @@ class Timer:
         @functools.wraps(real)
         def timed(*args, **kwargs):
             jobs0, commits0, t0 = jobs_started(self.spark), delta_commits(self.root), time.perf_counter()
+            result = None
             try:
-                return real(*args, **kwargs)
+                result = real(*args, **kwargs)
+                return result
             finally:
+                if closes_piece and result is not None:  # the updates the load step released
+                    self.current["released"] = [float(sum(b.updates_in for b in result.batches)), 0, 0, len(result.batches)]
                 figures = self.current[label]
                 figures[0] += time.perf_counter() - t0
                 figures[1] += jobs_started(self.spark) - jobs0
@@ -146,7 +152,14 @@ def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dic
                             "commits": statistics.median(r[2] for r in rows),
                             "calls": statistics.median(r[3] for r in rows)}
     totals = [sum(p.get(s, [0.0])[0] for s in ("ingest_pieces", "Loader.load_ready")) for p in steady]
+    released = [p for p in steady if p.get("released", [0])[0] > 0]
+    per_release = {label: {"seconds": round(statistics.median(p.get(label, [0.0])[0] for p in released), 3),
+                           "jobs": statistics.median(p.get(label, [0, 0])[1] for p in released),
+                           "commits": statistics.median(p.get(label, [0, 0, 0])[2] for p in released)}
+                   for label in ("Loader.load_ready", "CommitProtocol.decide", "CommitProtocol.log")} if released else {}
     return {"strategy": strategy, "pieces": len(timer.pieces), "pieces_measured": len(steady),
+            "released_pieces": len(released), "per_released_piece": per_release,
+            "pieces_raw": [{k: [round(v[0], 3), *v[1:]] for k, v in p.items() if v[3]} for p in timer.pieces],
             "seconds_whole_run": round(whole, 1), "seconds_per_piece": round(statistics.median(totals), 3),
             "settings": {**{k: getattr(cfg, k) for k in ("memory_budget", "n_part", "tau")}, **run_sizes_of(stream)},
             "per_piece": per_piece, "coalesced_applies": applies}

@@ -24,7 +24,7 @@ decided is recorded as absent (``kafka:<topic>:absent``), so the source counts a
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 
 PREFIX = "kafka:"
@@ -184,6 +184,60 @@ def plan(topic: str, partition: int, a: datetime, recorded: list[Recorded], now:
     if later:
         start = min(start, end)
     return OffsetRange(topic, partition, start, max(start, end)), skip
+
+
+# The two names a ``landed_files`` row of another piece is read as, for Spark's regexp_extract
+# (the same patterns, anchored: Java's find is not Python's fullmatch).
+RANGE_PATTERN = "^" + _NAME.pattern + "$"
+ABSENT_PATTERN = "^" + _ABSENT.pattern + "$"
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """What the other pieces recorded of one partition, as far as a new piece starting at ``a``
+    needs it: the furthest offset a range before ``a`` reached (and the latest such piece's start),
+    the first offset a range after ``a`` starts at (and the earliest such piece's start)."""
+
+    topic: str
+    partition: int
+    before_at: datetime | None = None
+    before_end: int | None = None
+    after_at: datetime | None = None
+    after_start: int | None = None
+
+    def recorded(self) -> list[Recorded]:
+        """As records ``plan`` reads (it reads the end of those before ``a``, the start of those after)."""
+        out = []
+        if self.before_at is not None:
+            out.append(Recorded(self.before_at, self.topic, OffsetRange(self.topic, self.partition, self.before_end, self.before_end)))
+        if self.after_at is not None:
+            out.append(Recorded(self.after_at, self.topic, OffsetRange(self.topic, self.partition, self.after_start, self.after_start)))
+        return out
+
+
+def neighbours(others: list[Recorded], a: datetime) -> list[Recorded]:
+    """``others`` reduced to what planning a piece starting at ``a`` reads of them (``plan`` and
+    ``source_read`` give the same answers): per partition one record before ``a`` and one after,
+    per topic recorded only as absent one record. A stream's pieces add up over months; this is
+    as long as the topics' partitions, which ``etl.io.kafka`` computes in Spark instead of
+    collecting every range ever recorded."""
+    parts: dict[tuple[str, int], Neighbours] = {}
+    topics: dict[str, datetime] = {}  # each topic's first piece: a topic recorded only as absent is kept as that
+    for r in others:
+        topics[r.topic] = min(topics.get(r.topic, r.piece_start), r.piece_start)
+        if r.range is None:
+            continue
+        n = parts.get((r.topic, r.range.partition)) or Neighbours(r.topic, r.range.partition)
+        if r.piece_start < a:
+            n = replace(n, before_at=max(filter(None, (n.before_at, r.piece_start))),
+                        before_end=max(n.before_end or 0, r.range.end))
+        elif r.piece_start > a:
+            n = replace(n, after_at=min(filter(None, (n.after_at, r.piece_start))),
+                        after_start=r.range.start if n.after_start is None else min(n.after_start, r.range.start))
+        parts[(r.topic, r.range.partition)] = n
+    out = [rec for n in parts.values() for rec in n.recorded()]
+    seen = {r.topic for r in out}
+    return out + [Recorded(at, t) for t, at in topics.items() if t not in seen]
 
 
 def source_read(topics: tuple[str, ...] | list[str], others: list[Recorded]) -> bool:

@@ -22,7 +22,10 @@ from etl.core.config import ConfigError, EtlConfig
 from etl.core.interval import Interval
 from etl.core.model import Input
 from etl.core.offsets import (
+    ABSENT_PATTERN,
     PREFIX,
+    RANGE_PATTERN,
+    Neighbours,
     OffsetRange,
     OffsetsWentBack,
     PartitionNow,
@@ -260,24 +263,19 @@ def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datet
     entity = cfg.entity_model
     if not entity.kafka_inputs:
         return out
-    rows = (read(spark, cfg, "landed_files").where(f"startswith(file_name, '{PREFIX}')")
-            .select("run_key", F.unix_micros("arrival_minute").alias("minute_us"), "file_name", "bytes", "sha256").collect())
-    own, others, own_lost, own_ends = [], [], [], {}
+    rows, others = recorded_ranges(spark, cfg, interval, a, b)
+    own, own_lost, own_ends = [], [], {}
     for r in rows:  # the piece's start as an instant: a collected timestamp would be in the driver's local time
         minute = _EPOCH + timedelta(microseconds=r.minute_us)
-        mine_now = r.run_key == interval.run_key and a <= minute < b
         rec = Recorded.parse(minute, r.file_name)
         if rec is None:
-            if mine_now and parse_lost(r.file_name):
+            if parse_lost(r.file_name):
                 own_lost.append((minute, r.file_name))
-            elif mine_now and parse_piece_end(r.file_name):
+            elif parse_piece_end(r.file_name):
                 own_ends[minute] = parse_piece_end(r.file_name)
             continue
-        if mine_now:
-            own.append(rec)
-            out.recorded[rec.name] = (r.bytes, r.sha256)
-        else:
-            others.append(rec)
+        own.append(rec)
+        out.recorded[rec.name] = (r.bytes, r.sha256)
     decided = decided or bool(own)
     starts = sorted({r.piece_start for r in own})
 
@@ -336,6 +334,62 @@ def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datet
         ends = own_ends.items() if decided else [(a, b)]
         out.markers += [(spec, piece_end_name(end), start) for start, end in ends]
     return out
+
+
+def recorded_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datetime) -> tuple[list, list[Recorded]]:
+    """What ``landed_files`` holds of Kafka for planning the piece ``[a, b)`` of ``interval``, in one
+    Spark job: the piece's own rows whole (``minute_us``, ``file_name``, ``bytes``, ``sha256``), and
+    of every other piece only its ``etl.core.offsets.neighbours`` (per partition the range before
+    and after, per topic recorded only as absent one record), aggregated in Spark: the rows of a
+    stream's pieces grow with every piece, and reading them all into the driver made each piece's
+    ingest slower as the months went by."""
+    a_us, b_us = _micros(a), _micros(b)
+    rows = (read(spark, cfg, "landed_files").where(F.startswith(F.col("file_name"), F.lit(PREFIX)))
+            .select("run_key", F.unix_micros("arrival_minute").alias("minute_us"), "file_name", "bytes", "sha256"))
+    mine = (F.col("run_key") == interval.run_key) & (F.col("minute_us") >= a_us) & (F.col("minute_us") < b_us)
+    none = {c: F.lit(None).cast(t) for c, t in (("topic", "string"), ("partition", "int"), ("before_us", "long"),
+                                                  ("before_end", "long"), ("after_us", "long"), ("after_start", "long"))}
+    own = rows.where(mine).select(F.lit(True).alias("own"), "minute_us", "file_name", "bytes", "sha256",
+                                  *[v.alias(k) for k, v in none.items()])
+
+    def part(i: int):
+        return F.regexp_extract("file_name", RANGE_PATTERN, i)
+
+    topic = F.coalesce(F.nullif(part(1), F.lit("")), F.nullif(F.regexp_extract("file_name", ABSENT_PATTERN, 1), F.lit("")))
+    ranged = part(1) != ""
+    before, after = F.col("partition").isNotNull() & (F.col("minute_us") < a_us), F.col("partition").isNotNull() & (F.col("minute_us") > a_us)
+    others = (rows.where(~mine)
+              .select("minute_us", topic.alias("topic"), F.when(ranged, part(2).cast("int")).alias("partition"),
+                      F.when(ranged, part(3).cast("long")).alias("start"), F.when(ranged, part(4).cast("long")).alias("end"))
+              .where(F.col("topic").isNotNull())
+              .groupBy("topic", "partition")
+              .agg(F.max(F.when(before, F.col("minute_us"))).alias("before_us"),
+                   F.max(F.when(before, F.col("end"))).alias("before_end"),
+                   F.min(F.when(after, F.col("minute_us"))).alias("after_us"),
+                   F.min(F.when(after, F.col("start"))).alias("after_start"),
+                   F.min("minute_us").alias("minute_us"))
+              .select(F.lit(False).alias("own"), "minute_us", F.lit(None).cast("string").alias("file_name"),
+                      F.lit(None).cast("long").alias("bytes"), F.lit(None).cast("string").alias("sha256"),
+                      *[F.col(k) for k in none]))
+    own_rows, reduced, topics = [], [], {}
+    for r in own.unionByName(others).collect():
+        if r.own:
+            own_rows.append(r)
+        elif r.partition is None:  # recorded only as absent (the topic did not exist then)
+            topics.setdefault(r.topic, _EPOCH + timedelta(microseconds=r.minute_us))
+        else:
+            reduced += Neighbours(r.topic, r.partition, _instant(r.before_us), r.before_end,
+                                  _instant(r.after_us), r.after_start).recorded()
+    seen = {r.topic for r in reduced}
+    return own_rows, reduced + [Recorded(at, t) for t, at in topics.items() if t not in seen]
+
+
+def _micros(t: datetime) -> int:
+    return (_utc(t) - _EPOCH) // timedelta(microseconds=1)
+
+
+def _instant(us: int | None) -> datetime | None:
+    return None if us is None else _EPOCH + timedelta(microseconds=us)
 
 
 def _check_still_held(interval: Interval, ranges: list[OffsetRange], partitions: dict[int, PartitionNow]) -> None:

@@ -18,6 +18,7 @@ from etl.core.offsets import (
     Recorded,
     absent_name,
     is_range,
+    neighbours,
     plan,
     plan_topic,
     source_read,
@@ -142,7 +143,9 @@ class Warehouse:
     def run(self, i: int) -> list[str]:
         a, b = T + i * M, T + (i + 1) * M
         own = self.recorded.get(i, [])
-        others = [r for j, rs in self.recorded.items() if j != i for r in rs]
+        everything = [r for j, rs in self.recorded.items() if j != i for r in rs]
+        others = neighbours(everything, a)  # what etl.io.kafka reads of them (recorded_ranges)
+        assert source_read(self.source_topics, others) == source_read(self.source_topics, everything)
         decided = bool(own) or i in self.loaded
         read_before = source_read(self.source_topics, others)  # the rule plan_ranges uses
         out = []
@@ -273,3 +276,22 @@ def test_a_backfill_before_a_range_the_partition_no_longer_reaches_is_refused():
     """The topic was recreated and holds fewer records than where a recorded range starts."""
     with pytest.raises(OffsetsWentBack, match="before offset 100 where a recorded range starts"):
         plan("t", 0, T, [rec(1, 100, 120)], now(2, None, 10), True)
+
+
+def test_a_piece_is_planned_from_its_partitions_neighbours_alone_however_long_the_history():
+    # A day of 2-s pieces on two partitions, with a backfill hole and a topic recorded as absent.
+    history = [Recorded(T - M, "u")]
+    offset = {0: 0, 1: 0}
+    for piece in range(0, 43_200, 97):
+        for p in (0, 1):
+            n = piece % 5 + p
+            history.append(Recorded(T + timedelta(seconds=2 * piece), "t", OffsetRange("t", p, offset[p], offset[p] + n)))
+            offset[p] += n
+    hole = T + timedelta(seconds=2 * 97 * 200 + 2)  # between two recorded pieces
+    for a in (T - M, hole, T + timedelta(days=2)):
+        reduced = neighbours(history, a)
+        assert len(reduced) <= 5  # two a partition, one for the topic only ever absent
+        for p in (0, 1):
+            current = PartitionNow(0, offset[p], offset[p], offset[p])
+            assert plan("t", p, a, reduced, current, True) == plan("t", p, a, history, current, True)
+        assert source_read(("u",), reduced) and source_read(("t",), reduced) and not source_read(("v",), reduced)

@@ -217,3 +217,48 @@ def test_a_cluster_that_refuses_the_credentials_is_an_operators_fix_not_retry_la
                                              "while fetching topic metadata",))), {"bootstrap.servers": "b:9093"})
     with pytest.raises(KafkaUnavailable, match="TimeoutException"):
         down.topics()
+
+
+def test_a_piece_reads_its_own_rows_and_only_its_neighbours_of_the_rest(spark, cfg):
+    """``recorded_ranges`` against the pure rule (``etl.core.offsets.neighbours``) on ``landed_files``
+    as runs write it: two runs' 2-s pieces of two partitions (a range of a piece that read nothing
+    repeats), where each piece ended, offsets lost to retention, a topic recorded as absent, a
+    landing file; the piece planned lies between recorded ones of its own run."""
+    from datetime import datetime, timedelta, timezone
+
+    from etl.core.interval import Interval
+    from etl.core.offsets import OffsetRange, Recorded, absent_name, neighbours, piece_end_name
+    from etl.io.kafka import recorded_ranges
+    from etl.io.tables import append
+    from warehouse.schemas import LANDED_FILES
+
+    t0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
+    runs = [Interval(t0, t0 + timedelta(minutes=1)), Interval(t0 + timedelta(minutes=1), t0 + timedelta(minutes=2))]
+    rows, offset = [], {0: 0, 1: 0}
+    for run in runs:
+        for second in range(0, 60, 2):
+            at = run.start + timedelta(seconds=second)
+            names = [piece_end_name(at + timedelta(seconds=2))]
+            for p in (0, 1):
+                n = (second // 2) % 3 * p  # partition 0's ranges are all empty: the same name in every piece
+                names.append(OffsetRange("t", p, offset[p], offset[p] + n).name)
+                offset[p] += n
+            if second == 30:
+                names += [absent_name("u"), "kafka:t:1:500-510:lost"]
+            rows += [(run.run_key, name, "shop", at.replace(tzinfo=None), 0, "", 0, 0) for name in names]
+    rows.append((runs[1].run_key, "crm/updates-20261122T1001.jsonl", "crm", runs[1].start.replace(tzinfo=None), 10, "x", 1, 0))
+    append(spark.createDataFrame(rows, LANDED_FILES), cfg, "landed_files")
+
+    a, b = runs[1].start + timedelta(seconds=20), runs[1].start + timedelta(seconds=40)
+    own, others = recorded_ranges(spark, cfg, runs[1], a, b)
+
+    utc = timezone.utc
+    mine = sorted((r[1], r[3].replace(tzinfo=utc)) for r in rows if r[0] == runs[1].run_key and r[1].startswith("kafka:")
+                  and a <= r[3].replace(tzinfo=utc) < b)
+    epoch = datetime(1970, 1, 1, tzinfo=utc)
+    assert sorted((r.file_name, epoch + timedelta(microseconds=r.minute_us)) for r in own) == mine
+    parsed = [Recorded.parse(r[3].replace(tzinfo=utc), r[1]) for r in rows
+              if not (r[0] == runs[1].run_key and a <= r[3].replace(tzinfo=utc) < b)]
+    expected = neighbours([p for p in parsed if p is not None], a)
+    assert sorted(others, key=repr) == sorted(expected, key=repr)
+    assert len(others) == 5  # partitions 0 and 1 each before and after the piece, topic u absent

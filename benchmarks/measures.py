@@ -108,6 +108,14 @@ def table_files(spark, cfg: EtlConfig, table: str) -> int:
     return spark.sql(f"DESCRIBE DETAIL delta.`{cfg.table_path(table)}`").first().numFiles
 
 
+def run_sizes(strategy) -> dict:
+    """The wait buffer and n_invoke a partitioned run used (derived at its start unless set)."""
+    policy = getattr(strategy, "policy", None)
+    if policy is None or not hasattr(policy, "capacity"):
+        return {}
+    return {"wait_buffer_tuples": policy.capacity, "n_invoke": policy.n_invoke}
+
+
 def keymap_segment_bytes(spark, cfg: EtlConfig) -> dict[int, int]:
     """Bytes of each key_map segment (its Delta partition's current files)."""
     files = DeltaTable.forPath(spark, cfg.table_path("key_map")).toDF().inputFiles()

@@ -31,8 +31,9 @@ With ``--work DIR`` holding a warehouse seeded by ``benchmarks.strategies --seed
 (20 million keys at ``--size full``), each mode loads a copy of it instead of a fresh seed. The join
 memory is a tenth of ``key_map``'s bytes, the partitioned join's wait buffer one window of the
 mode's arrivals (``n_invoke`` an eighth of it; before 2026-11-29 the window of
-``--micro-batch-seconds``, whatever the mode's), or with the mode setting ``sizes=derived`` both
-derived from the memory as a run derives them by default; MESHJOIN's cycle ``--k`` segments: the
+``--micro-batch-seconds``, whatever the mode's; ``tau`` half of it), or with the mode setting
+``sizes=derived`` the product's defaults: both derived from the memory as a run derives them,
+``tau`` its default (the sizes a run derived are in the result's settings); MESHJOIN's cycle ``--k`` segments: the
 settings of ``benchmarks.strategies``. A mode that falls behind is stopped ``--deadline-minutes`` after its
 stream's end (the piece being loaded finishes, as on SIGTERM): its delays then cover the loaded
 updates, ``unloaded_at_stop`` counts the others, and ``delay_avg_s_all_at_least`` averages over
@@ -53,7 +54,7 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from benchmarks.measures import SEED_RANGE, delta_commits, jobs_started, keymap_segment_bytes, seed_direct, stored_seed
+from benchmarks.measures import SEED_RANGE, delta_commits, jobs_started, keymap_segment_bytes, run_sizes, seed_direct, stored_seed
 from benchmarks import handwritten
 from benchmarks.report import partitioned_settings
 from etl import jobs
@@ -296,8 +297,9 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
         finally:
             timer.cancel()
         stopped = stream.stopping
+        derived = run_sizes(stream.loader.strategy)
     else:
-        stopped = False
+        stopped, derived = False, {}
         for i in range(0, args.minutes, args.run_minutes):
             run = Interval(start + timedelta(minutes=i), start + timedelta(minutes=i + args.run_minutes))
             wait = (run.end - datetime.now(timezone.utc)).total_seconds() + cfg.stream_grace_seconds
@@ -322,7 +324,7 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
             "offered": offered, "stopped_at_deadline": stopped,
             "settings": {k: getattr(cfg, k) for k in ("micro_batch_seconds", "piece_seconds", "apply_interval_seconds",
                                                       "memory_budget", "wait_buffer_tuples",
-                                                      "n_invoke", "tau", "k", "h_mark", "n_part")}}
+                                                      "n_invoke", "tau", "k", "h_mark", "n_part")} | derived}
 
 
 def main() -> None:

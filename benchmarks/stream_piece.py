@@ -5,7 +5,7 @@ and inside them the calls that cost Spark jobs or Delta commits.
     .venv/bin/python -m benchmarks.stream_piece --strategies native --out /tmp/piece.json
     .venv/bin/python -m benchmarks.stream_piece --keys 20000000 --n-part 1024 --rate 1000 --minutes 3 \
         --piece-seconds 10 --apply-interval-seconds 60 --sizes derived --driver-memory 8g \
-        --strategies partitioned-range --out docs/results/stream_piece_full.json   # full size, ~40 min
+        --strategies partitioned-range --skew thesis --out docs/results/stream_piece_full-thesis-skew.json  # ~20 min
 
 A warehouse seeded directly with ``--keys`` keys, then ``--minutes`` of a ``--rate`` updates/s
 stream in landing files of ``--piece-seconds``, loaded by ``etl stream`` (``etl.stream.Stream``)
@@ -20,8 +20,9 @@ measured pieces whose load step released updates (a partitioned join's pieces mo
 ``pieces_raw`` every piece's figures. The coalesced MERGEs (``CommitProtocol.apply``,
 every ``--apply-interval-seconds`` of the stream's clock) are off the pieces' path: each is
 reported apart, with the updates it applied. ``--sizes``: the partitioned join's wait buffer and
-``n_invoke`` one trigger interval of arrivals (``window``, the other benchmarks'), or derived from
-the memory as a run derives them by default (``derived``, ``etl.core.sizing``)."""
+``n_invoke`` one trigger interval of arrivals and ``tau`` half of it (``window``, the other
+benchmarks'), or the product's defaults (``derived``: both derived from the memory as a run derives
+them, ``etl.core.sizing``, and ``tau`` its default)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from benchmarks.measures import delta_commits, jobs_started, keymap_segment_bytes, seed_direct
+from benchmarks.measures import delta_commits, jobs_started, keymap_segment_bytes, run_sizes, seed_direct
 from benchmarks.report import partitioned_settings
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
@@ -161,16 +162,8 @@ def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dic
             "released_pieces": len(released), "per_released_piece": per_release,
             "pieces_raw": [{k: [round(v[0], 3), *v[1:]] for k, v in p.items() if v[3]} for p in timer.pieces],
             "seconds_whole_run": round(whole, 1), "seconds_per_piece": round(statistics.median(totals), 3),
-            "settings": {**{k: getattr(cfg, k) for k in ("memory_budget", "n_part", "tau")}, **run_sizes_of(stream)},
+            "settings": {**{k: getattr(cfg, k) for k in ("memory_budget", "n_part", "tau")}, **run_sizes(stream.loader.strategy)},
             "per_piece": per_piece, "coalesced_applies": applies}
-
-
-def run_sizes_of(stream: Stream) -> dict:
-    """The wait buffer and n_invoke the run used (derived at its start unless set)."""
-    policy = getattr(stream.loader.strategy, "policy", None)
-    if policy is None or not hasattr(policy, "capacity"):
-        return {}
-    return {"wait_buffer_tuples": policy.capacity, "n_invoke": policy.n_invoke}
 
 
 def note(message: str) -> None:

@@ -187,16 +187,19 @@ def plan(topic: str, partition: int, a: datetime, recorded: list[Recorded], now:
 
 
 # The two names a ``landed_files`` row of another piece is read as, for Spark's regexp_extract
-# (the same patterns, anchored: Java's find is not Python's fullmatch).
-RANGE_PATTERN = "^" + _NAME.pattern + "$"
-ABSENT_PATTERN = "^" + _ABSENT.pattern + "$"
+# only: anchored as Java anchors the whole input (``\\z``; its ``$`` also matches before a final
+# line break, which Python's fullmatch does not).
+RANGE_PATTERN = "^" + _NAME.pattern + r"\z"
+ABSENT_PATTERN = "^" + _ABSENT.pattern + r"\z"
 
 
 @dataclass(frozen=True)
 class Neighbours:
     """What the other pieces recorded of one partition, as far as a new piece starting at ``a``
     needs it: the furthest offset a range before ``a`` reached (and the latest such piece's start),
-    the first offset a range after ``a`` starts at (and the earliest such piece's start)."""
+    the first offset a range after ``a`` starts at (and the earliest such piece's start), and a
+    range of another piece starting at ``a`` itself (runs never overlap, so there is none; kept so
+    that ``plan`` refuses it as it refuses the whole list)."""
 
     topic: str
     partition: int
@@ -204,25 +207,24 @@ class Neighbours:
     before_end: int | None = None
     after_at: datetime | None = None
     after_start: int | None = None
+    same_at: datetime | None = None
+    same_end: int | None = None
 
     def recorded(self) -> list[Recorded]:
         """As records ``plan`` reads (it reads the end of those before ``a``, the start of those after)."""
-        out = []
-        if self.before_at is not None:
-            out.append(Recorded(self.before_at, self.topic, OffsetRange(self.topic, self.partition, self.before_end, self.before_end)))
-        if self.after_at is not None:
-            out.append(Recorded(self.after_at, self.topic, OffsetRange(self.topic, self.partition, self.after_start, self.after_start)))
-        return out
+        def at(when: datetime | None, offset: int | None) -> list[Recorded]:
+            return [] if when is None else [Recorded(when, self.topic, OffsetRange(self.topic, self.partition, offset, offset))]
+        return at(self.before_at, self.before_end) + at(self.same_at, self.same_end) + at(self.after_at, self.after_start)
 
 
 def neighbours(others: list[Recorded], a: datetime) -> list[Recorded]:
     """``others`` reduced to what planning a piece starting at ``a`` reads of them (``plan`` and
     ``source_read`` give the same answers): per partition one record before ``a`` and one after,
-    per topic recorded only as absent one record. A stream's pieces add up over months; this is
-    as long as the topics' partitions, which ``etl.io.kafka`` computes in Spark instead of
-    collecting every range ever recorded."""
+    per topic with no range one record (it was recorded as absent). A stream's pieces add up over
+    months; this is as long as the topics' partitions, and ``etl.io.kafka.recorded_ranges``
+    computes it in Spark instead of collecting every range ever recorded into the driver."""
     parts: dict[tuple[str, int], Neighbours] = {}
-    topics: dict[str, datetime] = {}  # each topic's first piece: a topic recorded only as absent is kept as that
+    topics: dict[str, datetime] = {}  # each topic's first piece
     for r in others:
         topics[r.topic] = min(topics.get(r.topic, r.piece_start), r.piece_start)
         if r.range is None:
@@ -234,6 +236,8 @@ def neighbours(others: list[Recorded], a: datetime) -> list[Recorded]:
         elif r.piece_start > a:
             n = replace(n, after_at=min(filter(None, (n.after_at, r.piece_start))),
                         after_start=r.range.start if n.after_start is None else min(n.after_start, r.range.start))
+        else:
+            n = replace(n, same_at=a, same_end=max(n.same_end or 0, r.range.end))
         parts[(r.topic, r.range.partition)] = n
     out = [rec for n in parts.values() for rec in n.recorded()]
     seen = {r.topic for r in out}

@@ -338,17 +338,18 @@ def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datet
 
 def recorded_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datetime) -> tuple[list, list[Recorded]]:
     """What ``landed_files`` holds of Kafka for planning the piece ``[a, b)`` of ``interval``, in one
-    Spark job: the piece's own rows whole (``minute_us``, ``file_name``, ``bytes``, ``sha256``), and
-    of every other piece only its ``etl.core.offsets.neighbours`` (per partition the range before
-    and after, per topic recorded only as absent one record), aggregated in Spark: the rows of a
-    stream's pieces grow with every piece, and reading them all into the driver made each piece's
-    ingest slower as the months went by."""
+    Spark query: the piece's own rows whole (``minute_us``, ``file_name``, ``bytes``, ``sha256``),
+    and of every other piece only ``etl.core.offsets.neighbours`` (per partition the range before
+    and after, per topic with no range one record), aggregated on the executors: the rows of a
+    stream's pieces grow with every piece, and collecting them all into the driver made each
+    piece's ingest slower as the months went by (the scan still reads them)."""
     a_us, b_us = _micros(a), _micros(b)
     rows = (read(spark, cfg, "landed_files").where(F.startswith(F.col("file_name"), F.lit(PREFIX)))
             .select("run_key", F.unix_micros("arrival_minute").alias("minute_us"), "file_name", "bytes", "sha256"))
     mine = (F.col("run_key") == interval.run_key) & (F.col("minute_us") >= a_us) & (F.col("minute_us") < b_us)
     none = {c: F.lit(None).cast(t) for c, t in (("topic", "string"), ("partition", "int"), ("before_us", "long"),
-                                                  ("before_end", "long"), ("after_us", "long"), ("after_start", "long"))}
+                                                  ("before_end", "long"), ("after_us", "long"), ("after_start", "long"),
+                                                  ("same_end", "long"))}
     own = rows.where(mine).select(F.lit(True).alias("own"), "minute_us", "file_name", "bytes", "sha256",
                                   *[v.alias(k) for k, v in none.items()])
 
@@ -357,17 +358,16 @@ def recorded_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: d
 
     topic = F.coalesce(F.nullif(part(1), F.lit("")), F.nullif(F.regexp_extract("file_name", ABSENT_PATTERN, 1), F.lit("")))
     ranged = part(1) != ""
-    before, after = F.col("partition").isNotNull() & (F.col("minute_us") < a_us), F.col("partition").isNotNull() & (F.col("minute_us") > a_us)
+    has_range, at = F.col("partition").isNotNull(), F.col("minute_us")
+    before, after, same = has_range & (at < a_us), has_range & (at > a_us), has_range & (at == a_us)
     others = (rows.where(~mine)
-              .select("minute_us", topic.alias("topic"), F.when(ranged, part(2).cast("int")).alias("partition"),
-                      F.when(ranged, part(3).cast("long")).alias("start"), F.when(ranged, part(4).cast("long")).alias("end"))
-              .where(F.col("topic").isNotNull())
+              .select("minute_us", topic.alias("topic"), F.when(ranged, part(2).try_cast("int")).alias("partition"),
+                      F.when(ranged, part(3).try_cast("long")).alias("start"), F.when(ranged, part(4).try_cast("long")).alias("end"))
+              .where(F.col("topic").isNotNull() & (F.col("partition").isNotNull() | ~ranged))
               .groupBy("topic", "partition")
-              .agg(F.max(F.when(before, F.col("minute_us"))).alias("before_us"),
-                   F.max(F.when(before, F.col("end"))).alias("before_end"),
-                   F.min(F.when(after, F.col("minute_us"))).alias("after_us"),
-                   F.min(F.when(after, F.col("start"))).alias("after_start"),
-                   F.min("minute_us").alias("minute_us"))
+              .agg(F.max(F.when(before, at)).alias("before_us"), F.max(F.when(before, F.col("end"))).alias("before_end"),
+                   F.min(F.when(after, at)).alias("after_us"), F.min(F.when(after, F.col("start"))).alias("after_start"),
+                   F.max(F.when(same, F.col("end"))).alias("same_end"), F.min(at).alias("minute_us"))
               .select(F.lit(False).alias("own"), "minute_us", F.lit(None).cast("string").alias("file_name"),
                       F.lit(None).cast("long").alias("bytes"), F.lit(None).cast("string").alias("sha256"),
                       *[F.col(k) for k in none]))
@@ -375,11 +375,12 @@ def recorded_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: d
     for r in own.unionByName(others).collect():
         if r.own:
             own_rows.append(r)
-        elif r.partition is None:  # recorded only as absent (the topic did not exist then)
-            topics.setdefault(r.topic, _EPOCH + timedelta(microseconds=r.minute_us))
-        else:
-            reduced += Neighbours(r.topic, r.partition, _instant(r.before_us), r.before_end,
-                                  _instant(r.after_us), r.after_start).recorded()
+            continue
+        first = _instant(r.minute_us)
+        topics[r.topic] = min(topics.get(r.topic, first), first)
+        if r.partition is not None:
+            reduced += Neighbours(r.topic, r.partition, _instant(r.before_us), r.before_end, _instant(r.after_us),
+                                  r.after_start, a if r.same_end is not None else None, r.same_end).recorded()
     seen = {r.topic for r in reduced}
     return own_rows, reduced + [Recorded(at, t) for t, at in topics.items() if t not in seen]
 

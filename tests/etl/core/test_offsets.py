@@ -152,6 +152,8 @@ class Warehouse:
         for topic in self.source_topics:
             piece = plan_topic(topic, a, [r for r in own if r.topic == topic], others, self.broker.now(topic, a, b),
                                read_before, decided)
+            assert piece == plan_topic(topic, a, [r for r in own if r.topic == topic], everything,
+                                       self.broker.now(topic, a, b), read_before, decided)
             out += [Recorded(a, topic, r) for r in piece.ranges] + ([Recorded(a, topic)] if piece.absent else [])
             self.skips += piece.skips
         if own:
@@ -292,6 +294,18 @@ def test_a_piece_is_planned_from_its_partitions_neighbours_alone_however_long_th
         reduced = neighbours(history, a)
         assert len(reduced) <= 5  # two a partition, one for the topic only ever absent
         for p in (0, 1):
-            current = PartitionNow(0, offset[p], offset[p], offset[p])
-            assert plan("t", p, a, reduced, current, True) == plan("t", p, a, history, current, True)
+            for current in (PartitionNow(0, offset[p], offset[p], offset[p]),  # all held
+                            PartitionNow(offset[p] // 2, offset[p], None, None),  # retention took half
+                            PartitionNow(0, 3, None, None)):  # the topic recreated: its offsets went back
+                for read_before in (True, False):
+                    try:
+                        expected = plan("t", p, a, history, current, read_before)
+                    except OffsetsWentBack as exc:
+                        with pytest.raises(OffsetsWentBack, match=str(exc)):
+                            plan("t", p, a, reduced, current, read_before)
+                        continue
+                    assert plan("t", p, a, reduced, current, read_before) == expected
         assert source_read(("u",), reduced) and source_read(("t",), reduced) and not source_read(("v",), reduced)
+    # Another piece starting at a itself (overlapping runs, refused before planning) is refused by plan as before.
+    with pytest.raises(AssertionError):
+        plan("t", 0, T, neighbours(history, T), PartitionNow(0, offset[0], 0, 0), True)

@@ -246,10 +246,19 @@ def test_a_piece_reads_its_own_rows_and_only_its_neighbours_of_the_rest(spark, c
             if second == 30:
                 names += [absent_name("u"), "kafka:t:1:500-510:lost"]
             rows += [(run.run_key, name, "shop", at.replace(tzinfo=None), 0, "", 0, 0) for name in names]
-    rows.append((runs[1].run_key, "crm/updates-20261122T1001.jsonl", "crm", runs[1].start.replace(tzinfo=None), 10, "x", 1, 0))
+    a, b = runs[1].start + timedelta(seconds=20), runs[1].start + timedelta(seconds=40)
+    rows += [
+        # a landing file of the piece's own minutes: not a Kafka row
+        (runs[1].run_key, "crm/updates-20261122T1001.jsonl", "crm", runs[1].start.replace(tzinfo=None), 10, "x", 1, 0),
+        # a dotted topic's range, and another run's rows inside the piece and at its very start
+        # (runs never overlap; these only check that the piece's own rows are its run's)
+        ("other-run", "kafka:orders.v2-eu:0:0-4", "shop", (a + timedelta(seconds=4)).replace(tzinfo=None), 0, "", 0, 0),
+        ("other-run", "kafka:t:1:900-901", "shop", a.replace(tzinfo=None), 0, "", 0, 0),
+        # a name that ends in a line break is no range (Java's $ would take it for one)
+        ("other-run", "kafka:t:0:9000-9001\n", "shop", (a - timedelta(minutes=5)).replace(tzinfo=None), 0, "", 0, 0),
+    ]
     append(spark.createDataFrame(rows, LANDED_FILES), cfg, "landed_files")
 
-    a, b = runs[1].start + timedelta(seconds=20), runs[1].start + timedelta(seconds=40)
     own, others = recorded_ranges(spark, cfg, runs[1], a, b)
 
     utc = timezone.utc
@@ -261,4 +270,5 @@ def test_a_piece_reads_its_own_rows_and_only_its_neighbours_of_the_rest(spark, c
               if not (r[0] == runs[1].run_key and a <= r[3].replace(tzinfo=utc) < b)]
     expected = neighbours([p for p in parsed if p is not None], a)
     assert sorted(others, key=repr) == sorted(expected, key=repr)
-    assert len(others) == 5  # partitions 0 and 1 each before and after the piece, topic u absent
+    # partitions 0 and 1 each before and after the piece (1 at its start too), topic u absent, orders.v2-eu after
+    assert len(others) == 7

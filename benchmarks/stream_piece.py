@@ -60,6 +60,12 @@ CALLS = [
     ("etl.load.protocol", "CommitProtocol.apply"), ("etl.load.protocol", "key_map_changes"),
     ("etl.load.protocol", "summarise_outcomes"), ("etl.load.ledger", "Ledger.record"), ("etl.load.ledger", "Ledger.state"),
     ("etl.stream", "Stream._save"), ("etl.stream", "Stream._heartbeat"),
+    # The partitioned join's side of a step: its submit, and in it the probes, the wait buffer's
+    # append and the resident copy's sync (admissions); the commit's fold into the resident copy.
+    ("etl.strategies.partitioned.join", "PartitionedJoin.submit"), ("etl.strategies.partitioned.join", "PartitionedJoin._probe"),
+    ("etl.strategies.partitioned.join", "PartitionedJoin.keys_committed"),
+    ("etl.strategies.partitioned.wait_buffer", "WaitBuffer.append"),
+    ("etl.strategies.partitioned.resident", "ResidentSet.sync"), ("etl.strategies.partitioned.resident", "ResidentSet.fold"),
 ]
 
 
@@ -157,7 +163,9 @@ def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dic
     per_release = {label: {"seconds": round(statistics.median(p.get(label, [0.0])[0] for p in released), 3),
                            "jobs": statistics.median(p.get(label, [0, 0])[1] for p in released),
                            "commits": statistics.median(p.get(label, [0, 0, 0])[2] for p in released)}
-                   for label in ("Loader.load_ready", "CommitProtocol.decide", "CommitProtocol.log")} if released else {}
+                   for label in ("Loader.load_ready", "CommitProtocol.decide", "CommitProtocol.log", "PartitionedJoin.submit",
+                                 "PartitionedJoin._probe", "PartitionedJoin.keys_committed", "ResidentSet.sync",
+                                 "ResidentSet.fold", "WaitBuffer.append")} if released else {}
     return {"strategy": strategy, "pieces": len(timer.pieces), "pieces_measured": len(steady),
             "released_pieces": len(released), "per_released_piece": per_release,
             "pieces_raw": [{k: [round(v[0], 3), *v[1:]] for k, v in p.items() if v[3]} for p in timer.pieces],

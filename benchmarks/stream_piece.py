@@ -16,7 +16,8 @@ loaded, so nothing here is delay, only cost. The calls are timed where they are 
 another is counted in both. Reported: medians per piece over the pieces after the first two (the
 first carries the run's start-up) and before the run's last two (its flush and summaries); a
 piece is a load step and the ingest before it; ``per_released_piece``: the medians over the
-measured pieces whose load step released updates (a partitioned join's pieces mostly wait), and
+measured pieces whose load step released updates (a partitioned join's pieces mostly wait; a
+step's time counts a coalesced MERGE pair that fell in it, as ``pieces_raw`` shows), and
 ``pieces_raw`` every piece's figures. The coalesced MERGEs (``CommitProtocol.apply``,
 every ``--apply-interval-seconds`` of the stream's clock) are off the pieces' path: each is
 reported apart, with the updates it applied. ``--sizes``: the partitioned join's wait buffer and

@@ -46,6 +46,7 @@ from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.generator import SKEWS, StreamSpec, generate_stream, skew
 from etl.io.spark import build_spark_session
+from etl.load.protocol import CommitProtocol
 from etl.stream import Stream
 
 T0 = datetime(2026, 11, 22, 6, 0, tzinfo=timezone.utc)
@@ -152,18 +153,10 @@ def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dic
         timer.restore()
     steady = timer.pieces[2:-2]
     labels = [a.split(".")[-1] if a.startswith("jobs.") else a for _, a in STEPS + CALLS]
-    per_piece = {}
-    for label in labels:
-        rows = [p.get(label, [0.0, 0, 0, 0]) for p in steady]
-        per_piece[label] = {"seconds": round(statistics.median(r[0] for r in rows), 3),
-                            "jobs": statistics.median(r[1] for r in rows),
-                            "commits": statistics.median(r[2] for r in rows),
-                            "calls": statistics.median(r[3] for r in rows)}
+    per_piece = {label: medians(steady, label) for label in labels}
     totals = [sum(p.get(s, [0.0])[0] for s in ("ingest_pieces", "Loader.load_ready")) for p in steady]
     released = [p for p in steady if p.get("released", [0])[0] > 0]
-    per_release = {label: {"seconds": round(statistics.median(p.get(label, [0.0])[0] for p in released), 3),
-                           "jobs": statistics.median(p.get(label, [0, 0])[1] for p in released),
-                           "commits": statistics.median(p.get(label, [0, 0, 0])[2] for p in released)}
+    per_release = {label: medians(released, label)
                    for label in ("Loader.load_ready", "CommitProtocol.decide", "CommitProtocol.log", "PartitionedJoin.submit",
                                  "PartitionedJoin._probe", "PartitionedJoin.keys_committed", "ResidentSet.sync",
                                  "ResidentSet.fold", "WaitBuffer.append")} if released else {}
@@ -175,6 +168,13 @@ def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dic
             "per_piece": per_piece, "coalesced_applies": applies}
 
 
+def medians(pieces: list[dict], label: str) -> dict:
+    """The medians over ``pieces`` of one call's figures (a piece that did not call it counts 0)."""
+    rows = [p.get(label, [0.0, 0, 0, 0]) for p in pieces]
+    return {"seconds": round(statistics.median(r[0] for r in rows), 3), "jobs": statistics.median(r[1] for r in rows),
+            "commits": statistics.median(r[2] for r in rows), "calls": statistics.median(r[3] for r in rows)}
+
+
 def note(message: str) -> None:
     print(f"[stream_piece] {message}", file=sys.stderr, flush=True)
 
@@ -182,7 +182,6 @@ def note(message: str) -> None:
 def wrap_applies(spark, root: Path, timer: Timer) -> list[dict]:
     """Each call of ``CommitProtocol.apply_tail`` (the coalesced MERGE pair of the logged tail),
     with the updates and batches it applied, its seconds, Spark jobs and Delta commits."""
-    from etl.load.protocol import CommitProtocol
     real, applies = CommitProtocol.apply_tail, []
 
     @functools.wraps(real)

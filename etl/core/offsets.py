@@ -239,9 +239,15 @@ def neighbours(others: list[Recorded], a: datetime) -> list[Recorded]:
         else:
             n = replace(n, same_at=a, same_end=max(n.same_end or 0, r.range.end))
         parts[(r.topic, r.range.partition)] = n
-    out = [rec for n in parts.values() for rec in n.recorded()]
-    seen = {r.topic for r in out}
-    return out + [Recorded(at, t) for t, at in topics.items() if t not in seen]
+    return with_rangeless_topics([rec for n in parts.values() for rec in n.recorded()], topics)
+
+
+def with_rangeless_topics(reduced: list[Recorded], first_piece: dict[str, datetime]) -> list[Recorded]:
+    """``reduced`` (partitions' neighbours) with one record for each topic of ``first_piece`` (a
+    topic's first recorded piece) that has no range among them: recorded only as absent, it still
+    counts for ``source_read``."""
+    seen = {r.topic for r in reduced}
+    return reduced + [Recorded(at, t) for t, at in first_piece.items() if t not in seen]
 
 
 def source_read(topics: tuple[str, ...] | list[str], others: list[Recorded]) -> bool:

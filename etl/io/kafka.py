@@ -37,6 +37,7 @@ from etl.core.offsets import (
     piece_end_name,
     plan_topic,
     source_read,
+    with_rangeless_topics,
 )
 from etl.io.landing import Skipped
 from etl.io.runs import LandingChanged
@@ -266,7 +267,7 @@ def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datet
     rows, others = recorded_ranges(spark, cfg, interval, a, b)
     own, own_lost, own_ends = [], [], {}
     for r in rows:  # the piece's start as an instant: a collected timestamp would be in the driver's local time
-        minute = _EPOCH + timedelta(microseconds=r.minute_us)
+        minute = _instant(r.minute_us)
         rec = Recorded.parse(minute, r.file_name)
         if rec is None:
             if parse_lost(r.file_name):
@@ -381,8 +382,7 @@ def recorded_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: d
         if r.partition is not None:
             reduced += Neighbours(r.topic, r.partition, _instant(r.before_us), r.before_end, _instant(r.after_us),
                                   r.after_start, a if r.same_end is not None else None, r.same_end).recorded()
-    seen = {r.topic for r in reduced}
-    return own_rows, reduced + [Recorded(at, t) for t, at in topics.items() if t not in seen]
+    return own_rows, with_rangeless_topics(reduced, topics)
 
 
 def _micros(t: datetime) -> int:

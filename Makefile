@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup demo demo-shop test test-gate test-pure test-fast test-spark test-e2e test-slow simulate benchmark benchmark-stream benchmark-stream-piece benchmark-targets benchmark-facts crash-matrix airflow-start airflow-stop clean
+.PHONY: setup demo demo-shop test test-gate test-pure test-fast test-spark test-e2e test-slow simulate benchmark benchmark-stream benchmark-stream-piece benchmark-delay-targets benchmark-targets benchmark-facts crash-matrix airflow-start airflow-stop clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh etl/io/jvm/NioLocalFileSystem.java
 	@scripts/setup.sh $(VENV)
@@ -46,6 +46,9 @@ benchmark-stream: setup  ## the always-on loader (etl stream) timed live beside 
 
 benchmark-stream-piece: setup  ## where one piece of the always-on loader goes, call by call (native and partitioned-range, about seven minutes)
 	$(PY) -m benchmarks.stream_piece
+
+benchmark-delay-targets: setup  ## issue 46's three delay targets in one run (Kafka beside the hand-written baseline, minute files, the full-size step; about 80 minutes)
+	$(PY) -m benchmarks.delay_targets
 
 FULLWORK ?= var/fullwork
 benchmark-targets: setup  ## issue 26's targets at full size (20 M keys) in one run: seed, batch time against the hand-written baseline, the always-on loader (about 1.5 hours)

@@ -253,3 +253,132 @@ def identical_outcomes(per_rate: dict) -> bool:
     keeps no outcome per update: it is not compared."""
     digests = [per_rate[s].get("outcome_digest") for s in run_labels(per_rate) if per_rate[s] and s != BASELINE]
     return bool(digests) and None not in digests and len({json.dumps(d, sort_keys=True) for d in digests}) == 1
+
+
+# ---------------------------------------------------------------------- issue 46's targets, in one run
+
+KAFKA_BOUND_S = 10.0  # the logged delay's average, at most
+MINUTE_FILES_BOUND_S = 50.0
+FULL_STEP_BOUND = {"seconds": 4.0, "commits": 1, "jobs": 8}
+FULL_MERGE_PAIR_BOUND_S = 20.0  # the coalesced MERGE pair for 60 s of arrivals
+
+
+def _mode_label(mode: str) -> str:
+    """``stream:native:micro_batch_seconds=20:...`` -> ``native, 20-s windows``."""
+    parts = mode.split(":")
+    if parts[0] == "baseline":
+        return "hand-written baseline"
+    settings = dict(p.split("=", 1) for p in parts[2:] if "=" in p)
+    label = parts[1]
+    if "micro_batch_seconds" in settings:
+        label += f", {settings['micro_batch_seconds']}-s windows"
+    if settings.get("sizes") == "derived":
+        label += ", derived sizes"
+    return label
+
+
+def _released_steps(run: dict) -> list[dict]:
+    """A stream_piece run's load steps that released updates, but the run's last (its flush and
+    last apply): each with its updates and, apart, the coalesced MERGE pair that fell in it."""
+    pieces = run["pieces_raw"][:-1]
+    out = []
+    for p in pieces:
+        released = p.get("released", [0])[0]
+        if not released:
+            continue
+        step, merge = p["Loader.load_ready"], p.get("CommitProtocol.apply", [0.0, 0, 0, 0])
+        out.append({"updates": int(released), "seconds": step[0] - merge[0], "jobs": step[1] - merge[1],
+                    "commits": step[2] - merge[2]})
+    return out
+
+
+def _median(values: list[float]) -> float | None:
+    return float(np.median(values)) if values else None
+
+
+def delay_targets(results: dict) -> list[dict]:
+    """The targets table's rows from the results of ``benchmarks.delay_targets`` (``kafka``,
+    ``minute_files``, ``full_size``: each a benchmark's JSON; any may be missing). Each row: the
+    target, what was measured (per mode), and whether it was met."""
+    rows = []
+    kafka = results.get("kafka")
+    if kafka:
+        runs = {r["mode"]: r for r in kafka["runs"]}
+        baseline = next((r for m, r in runs.items() if m.startswith("baseline")), None)
+        measured = []
+        for mode, r in runs.items():
+            if mode.startswith("baseline") or r.get("delay_avg_s") is None:
+                continue
+            ratio = r["delay_avg_s"] / baseline["delay_avg_s"] if baseline and baseline.get("delay_avg_s") else None
+            measured.append({"mode": _mode_label(mode), "logged_delay_avg_s": round(r["delay_avg_s"], 1),
+                             "ratio_to_baseline": None if ratio is None else round(ratio, 2),
+                             "visible_delay_avg_s": None if r.get("visible_delay_avg_s") is None else round(r["visible_delay_avg_s"], 1),
+                             "stopped_at_deadline": r.get("stopped_at_deadline", False),
+                             "met_ratio": ratio is not None and ratio <= 1.0 and not r.get("stopped_at_deadline"),
+                             "met_bound": r["delay_avg_s"] <= KAFKA_BOUND_S and not r.get("stopped_at_deadline")})
+        rows.append({"target": "kafka", "wanted": f"logged delay at most 1.0x the hand-written baseline's and at most {KAFKA_BOUND_S:g} s",
+                     "baseline_delay_avg_s": None if baseline is None else round(baseline["delay_avg_s"], 1),
+                     "measured": measured, "command": kafka.get("command"), "stream": kafka.get("stream")})
+    minute = results.get("minute_files")
+    if minute:
+        measured = [{"mode": _mode_label(r["mode"]), "logged_delay_avg_s": round(r["delay_avg_s"], 1),
+                     "visible_delay_avg_s": None if r.get("visible_delay_avg_s") is None else round(r["visible_delay_avg_s"], 1),
+                     "stopped_at_deadline": r.get("stopped_at_deadline", False),
+                     "met": r["delay_avg_s"] <= MINUTE_FILES_BOUND_S and not r.get("stopped_at_deadline")}
+                    for r in minute["runs"] if r.get("delay_avg_s") is not None]
+        rows.append({"target": "minute_files", "wanted": f"average delay at most {MINUTE_FILES_BOUND_S:g} s",
+                     "measured": measured, "command": minute.get("command"), "stream": minute.get("stream")})
+    full = results.get("full_size")
+    if full:
+        rate = full["stream"]["rate"]
+        measured = []
+        for run in full["runs"]:
+            steps = _released_steps(run)
+            step = {k: _median([s[k] for s in steps]) for k in ("updates", "seconds", "jobs", "commits")}
+            pairs = [a for a in run["coalesced_applies"][:-1] if a["updates"]]  # the run's last apply is its end's
+            per_60 = [a["seconds"] * 60.0 / (a["updates"] / rate) for a in pairs]
+            merge_60 = _median(per_60)
+            met_step = bool(steps) and step["seconds"] <= FULL_STEP_BOUND["seconds"] and \
+                step["commits"] <= FULL_STEP_BOUND["commits"] and step["jobs"] <= FULL_STEP_BOUND["jobs"]
+            measured.append({"mode": run["strategy"], "released_steps": len(steps),
+                             "step_updates_median": step["updates"],
+                             "step_seconds_median": None if step["seconds"] is None else round(step["seconds"], 1),
+                             "step_jobs_median": step["jobs"], "step_commits_median": step["commits"],
+                             "merge_pairs": [{"updates": a["updates"], "seconds": a["seconds"]} for a in pairs],
+                             "merge_pair_per_60_s_median": None if merge_60 is None else round(merge_60, 1),
+                             "met_step": met_step,
+                             "met_merge_pair": merge_60 is not None and merge_60 <= FULL_MERGE_PAIR_BOUND_S})
+        rows.append({"target": "full_size",
+                     "wanted": (f"a releasing step's delay path at most {FULL_STEP_BOUND['seconds']:g} s, "
+                                f"{FULL_STEP_BOUND['commits']} commit, {FULL_STEP_BOUND['jobs']} jobs; "
+                                f"the coalesced MERGE pair for 60 s of arrivals at most {FULL_MERGE_PAIR_BOUND_S:g} s"),
+                     "measured": measured, "command": full.get("command"), "stream": full.get("stream")})
+    return rows
+
+
+def delay_targets_markdown(rows: list[dict]) -> str:
+    """The rows as the Markdown table of docs/benchmark.md."""
+    def yes(ok: bool) -> str:
+        return "yes" if ok else "no"
+
+    lines = ["| target | measured | met |", "|---|---|---|"]
+    for row in rows:
+        if row["target"] == "kafka":
+            said = "; ".join(f"{m['mode']} {m['logged_delay_avg_s']} s ({m['ratio_to_baseline']}x)"
+                             + (" (stopped at the deadline)" if m["stopped_at_deadline"] else "") for m in row["measured"])
+            met = "; ".join(f"{m['mode']}: ratio {yes(m['met_ratio'])}, {KAFKA_BOUND_S:g} s {yes(m['met_bound'])}"
+                            for m in row["measured"])
+            lines.append(f"| Kafka, 2-s pieces: {row['wanted']} | baseline {row['baseline_delay_avg_s']} s; {said} | {met} |")
+        elif row["target"] == "minute_files":
+            said = "; ".join(f"{m['mode']} {m['logged_delay_avg_s']} s (visible {m['visible_delay_avg_s']} s)" for m in row["measured"])
+            met = "; ".join(f"{m['mode']}: {yes(m['met'])}" for m in row["measured"])
+            lines.append(f"| minute landing files: {row['wanted']} | {said} | {met} |")
+        else:
+            for m in row["measured"]:
+                said = (f"{m['mode']}: {m['released_steps']} releasing steps, median {m['step_updates_median']:.0f} updates, "
+                        f"{m['step_seconds_median']} s, {m['step_jobs_median']:g} jobs, {m['step_commits_median']:g} commits; "
+                        f"MERGE pair {m['merge_pair_per_60_s_median']} s per 60 s of arrivals"
+                        if m["released_steps"] else f"{m['mode']}: no releasing step")
+                met = f"step: {yes(m['met_step'])}; MERGE pair: {yes(m['met_merge_pair'])}"
+                lines.append(f"| full size (20 M keys): {row['wanted']} | {said} | {met} |")
+    return "\n".join(lines)

@@ -21,6 +21,7 @@ from etl.core.delays import describe as describe_delays
 from etl.core.faults import crash_point
 from etl.core.interval import Interval
 from etl.core.offsets import PREFIX
+from etl.core.spark_conf import COMMIT_SQL_SETTINGS
 from etl.core.stream_plan import is_window_boundary, windows_before
 from etl.ingest import (
     EMPTY_SHA256,
@@ -46,8 +47,10 @@ from etl.io.runs import (
     scan_sources,
 )
 from etl.io.sequence_store import check_sequence_definition
+from etl.io.spark import sql_settings
 from etl.io.tables import ensure_tables, open_tables, read
 from etl.load.loader import Loader
+from etl.load.results import HeldWindows
 from etl.quality.gate import failed_critical, failed_warnings, run_load_gate
 
 log = logging.getLogger(__name__)
@@ -115,14 +118,16 @@ def ingest(spark, cfg: EtlConfig, interval: Interval, progress=None) -> dict:
 
 
 def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: KafkaPlan, a, b, updates_where: str,
-                   files_where: str, rejected_where: str, progress=None, fresh: bool = False) -> "Tally":
+                   files_where: str, rejected_where: str, progress=None, fresh: bool = False,
+                   hold: bool = False) -> "Tally":
     """Check the scanned files' lines and the Kafka ranges' records, and write them over the rows
     the three predicates select (a run's partition, or the always-on loader's minutes of it):
     rerunning writes the same rows. A recorded Kafka range must read as it did (``LandingChanged``).
     ``fresh``: nothing was ever written where the predicates select (the always-on loader's first
     attempt at these pieces), so the rows are appended, without a replace's search for rows to
     remove and its check of every row written (a commit of about 0.3 s instead of 1.7-2 s), and a
-    table with nothing to append is not written at all. Returns what was read, counted (``Tally``)."""
+    table with nothing to append is not written at all. Returns what was read, counted (``Tally``),
+    and with ``hold`` the ``ingested_updates`` rows written, held in memory (``Tally.held``)."""
     for s in scan.skipped + kafka.skipped:
         log.warning("skipped %s: %s", s.name, s.reason)
     checked = check_landed_files(spark, cfg, scan.files)
@@ -131,7 +136,8 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         if records is not None:
             checked = checked.unionByName(records)
         checked = checked.cache()
-        tally = _tally(checked, interval, cfg)  # read once: a broker that stops answering fails the run here, before any write
+        with sql_settings(spark, COMMIT_SQL_SETTINGS):  # a few rows out: adaptive execution made each stage a job (5, not 1)
+            tally = _tally(checked, interval, cfg)  # read once: a broker that stops answering fails the run here, before any write
         if progress is not None:  # a row per line, and one per file or Kafka range
             progress(f"checked {tally.rows - len(scan.files) - len(kafka.ranges)} lines; "
                      f"writing ingested_updates, rejected_updates, landed_files")
@@ -151,6 +157,8 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
             _check_recorded(interval, kafka.recorded, files)
         tables = open_tables(spark, cfg)
         ingested = to_ingested(valid, interval, cfg.micro_batch_seconds, cfg.entity_model, cfg.piece_seconds)
+        if hold:  # the rows the table gets, computed once: written from memory, and kept for the load step
+            ingested = tally.held = tables.conform(ingested, "ingested_updates").localCheckpoint(eager=True)
 
         def write(rows, table: str, where: str, n_rows: int) -> None:
             if not fresh:
@@ -163,6 +171,11 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         write(to_rejected(rejected, interval), "rejected_updates", rejected_where, sum(tally.reasons.values()))
         crash_point("ingest.rejected_written")
         write(to_landed_files(files, interval), "landed_files", files_where, tally.files)
+    except BaseException:
+        if tally.held is not None:
+            tally.held.unpersist()
+            tally.held = None
+        raise
     finally:
         checked.unpersist()
     return tally
@@ -179,6 +192,7 @@ class Tally:
     files: int = 0
     lines: int = 0
     blank_lines: int = 0
+    held: object = None  # with ``hold``: the ingested_updates rows written, in memory
 
 
 def _tally(checked, interval: Interval, cfg: EtlConfig) -> Tally:
@@ -261,13 +275,16 @@ def check_rejections(cfg: EtlConfig, interval: Interval, summary: dict) -> None:
         )
 
 
-def ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end, fresh: bool = False) -> dict:
+def ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end, fresh: bool = False,
+                  hold: bool = False) -> dict:
     """The always-on loader's ingest: the input pieces of ``[start, end)`` of the run (landing
     files, Kafka ranges decided now), whole arrival windows, written over the run's rows of those
     windows and pieces (a restart writes the same rows again), or, when ``fresh`` (the caller
     knows no earlier attempt wrote any of them), appended. Together the pieces are the rows
     ``ingest`` writes at once. The summary's ``batch_counts`` are the valid rows per window, for
-    the load step (``Loader.load_ready``'s ``counts``)."""
+    the load step (``Loader.load_ready``'s ``counts``); with ``hold``, its ``held`` the rows
+    written, held in memory (``HeldWindows``: the load step's ``held``), which the caller
+    releases."""
     mbs = cfg.micro_batch_seconds
     if not (is_window_boundary(interval, mbs, start) and is_window_boundary(interval, mbs, end)):
         raise ValueError(f"[{start}, {end}) splits an arrival window of run {interval.run_key}")
@@ -280,10 +297,12 @@ def ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end, fresh: 
               f"AND unix_micros(arrival_minute) < {int(end.timestamp() * 1e6)}")
     tally = _write_checked(
         spark, cfg, interval, scan, kafka, start, end, f"{run} AND batch_index >= {lo} AND batch_index < {hi}", pieces, pieces,
-        fresh=fresh)
+        fresh=fresh, hold=hold)
     summary = ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, tally.lines, tally.blank_lines,
                              tally.reasons, ranges=len(kafka.ranges), kafka_lost=kafka.lost_records)
     summary["batch_counts"] = tally.windows
+    if hold:
+        summary["held"] = HeldWindows(lo, hi, tally.held)
     return summary
 
 

@@ -191,6 +191,7 @@ class Stream:
         result = LoadResult(interval.run_key, self.loader.spec.name, [BatchResult(**b) for b in state["batches"]],
                             state["skipped_batches"], state["recovered_batches"])
         counts: dict[int, int] = {}  # updates per window ingested since the last load step
+        held: list = []  # and those windows' rows, in memory as written (the loader releases them)
         while True:
             if self.stopping:
                 return False
@@ -212,13 +213,14 @@ class Stream:
                 state["ingested_through"] = ready.isoformat()
                 self._save(interval, state, result)
                 counts.update(piece["batch_counts"])
+                held.append(piece.pop("held"))
                 self.progress(f"run {interval.run_key}: {_span(through, ready, piece_s)} ingested "
                               f"({piece['valid']} valid, {piece['rejected']} rejected)")
                 through = ready
-            step = self._load_ready(interval, windows_before(interval, mbs, through), counts)
+            step = self._load_ready(interval, windows_before(interval, mbs, through), counts, held)
             if step is None:
                 return False
-            counts = {}
+            counts, held = {}, []
             result.batches += step.batches
             result.skipped_batches += step.skipped_batches
             result.recovered_batches += step.recovered_batches
@@ -241,7 +243,7 @@ class Stream:
 
         def attempt() -> dict:
             fresh = attempts.pop() if attempts else False
-            return jobs.ingest_pieces(self.spark, self.cfg, interval, start, end, fresh=fresh)
+            return jobs.ingest_pieces(self.spark, self.cfg, interval, start, end, fresh=fresh, hold=True)
 
         return attempt
 
@@ -261,12 +263,12 @@ class Stream:
                 if self.stopping:
                     return None
 
-    def _load_ready(self, interval: Interval, closed: int, counts: dict[int, int]) -> LoadResult | None:
+    def _load_ready(self, interval: Interval, closed: int, counts: dict[int, int], held: list) -> LoadResult | None:
         """The loader's step, waiting while another load or maintenance holds the lock."""
         while True:
             try:
                 started = time.monotonic()
-                step = self.loader.load_ready(interval, closed, counts=counts)
+                step = self.loader.load_ready(interval, closed, counts=counts, held=held)
             except WarehouseLocked as exc:
                 if self.stopping:
                     return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import contextmanager
+from functools import reduce
 
 from pyspark.sql import functions as F
 
@@ -27,11 +28,11 @@ from etl.io.sequence_store import check_sequence_definition
 from etl.io.tables import open_tables
 from etl.load.protocol import CommitProtocol
 from etl.load.references import References
-from etl.load.results import FLUSH_STEP, BatchResult, LoadResult
+from etl.load.results import FLUSH_STEP, BatchResult, HeldWindows, LoadResult
 from etl.load.tail import TailReads
 from etl.strategies import get_strategy
 
-__all__ = ["FLUSH_STEP", "Loader", "LoadResult", "BatchResult", "OverlappingRunError"]
+__all__ = ["FLUSH_STEP", "Loader", "LoadResult", "BatchResult", "HeldWindows", "OverlappingRunError"]
 
 log = logging.getLogger(__name__)
 
@@ -59,6 +60,9 @@ class Loader:
         # The open run's arrivals per window (batch_index -> updates), as its ingested rows have
         # them: read once, then completed by the counts of each piece the stream ingests.
         self._counts: dict[int, int] | None = None
+        # The open run's windows the stream's ingest holds in memory, as written (``HeldWindows``):
+        # a step whose batches all fall in them decides from memory, not from the table.
+        self._held: list[HeldWindows] = []
         # The open run's batch indexes in the ledger, and whether this call holds the lock after
         # this loader's own last call (``_locked``).
         self._done: set[int] | None = None
@@ -172,15 +176,18 @@ class Loader:
         return self._locked(interval, lambda: self._load(interval, progress))
 
     def load_ready(self, interval: Interval, closed_windows: int, progress=None,
-                   counts: dict[int, int] | None = None) -> LoadResult:
+                   counts: dict[int, int] | None = None, held: list[HeldWindows] | None = None) -> LoadResult:
         """The always-on loader's step: load the run's batches that its first ``closed_windows``
         arrival windows (ingested) settle, and once they are all of the run's, flush and end it as
         ``load`` does. Holds the lock for this call only; the strategy's state (resident segments,
         wait buffer, MESHJOIN queue) is kept for the next call unless someone else loaded or the
         layout changed meanwhile, when the run is taken up again as after a restart. ``counts``:
         the updates per window of what was ingested since the last call (``jobs.ingest_pieces``),
-        so a continued run is planned without reading its ingested rows again."""
-        return self._locked(interval, lambda: self._load(interval, progress, closed_windows, counts))
+        so a continued run is planned without reading its ingested rows again; ``held``: those
+        windows' rows as the ingest wrote them, in memory (``HeldWindows``; the loader releases them
+        once their batches are committed), so that their batches are decided without reading the
+        table back."""
+        return self._locked(interval, lambda: self._load(interval, progress, closed_windows, counts, held))
 
     def _locked(self, interval: Interval, body) -> LoadResult:
         check_sequence_definition(self.cfg, self.tables)
@@ -201,8 +208,9 @@ class Loader:
                 self.protocol.lock = None
 
     def _load(self, interval: Interval, progress=None, closed_windows: int | None = None,
-              counts: dict[int, int] | None = None) -> LoadResult:
+              counts: dict[int, int] | None = None, held: list[HeldWindows] | None = None) -> LoadResult:
         final = closed_windows is None or closed_windows >= n_windows(interval, self.cfg.micro_batch_seconds)
+        self._hold(interval.run_key, held)
         result = LoadResult(interval.run_key, self.strategy.name)
         if self.references:
             result.inferred_members, result.reference_lookups = self.references.counting()
@@ -213,12 +221,12 @@ class Loader:
                                 self.ledger.rows(interval.run_key))
             result.recovered_batches = len(self.protocol.recover())
             check_no_overlap(self.spark, self.cfg, interval)
-        ingested = self.tables.read("ingested_updates").where(f"run_key = '{interval.run_key}'")
         if self._continuing and counts is not None and self._counts is not None:
             self._counts.update(counts)
         else:
             self._counts = None
-        ingested, indexes, sizes = self._plan(interval, ingested, progress, None if final else closed_windows)
+        groups, sizes = self._plan(interval, None if final else closed_windows)
+        indexes = [g[0] for g in groups]
         if self._continuing and self._alone and self._done is not None:
             ledger_rows, done = [], self._done  # as this loader left them: nobody held the lock since
         else:
@@ -228,6 +236,7 @@ class Loader:
         result.skipped_batches = len([i for i in indexes if i in done])
         todo = [i for i in indexes if i not in done]
         if FLUSH_STEP in done:
+            self._release_held()
             self._settling_strategy(owner).settle(interval.run_key)
             self.protocol.apply_tail()
             return result
@@ -235,13 +244,15 @@ class Loader:
             self.strategy.arrived(sizes)
         else:
             # A restart replays committed batches from this: their keys exist, read lazily.
+            ingested = batched(self._run_rows(interval), groups)
             known = self.references.looked_up(ingested) if self.references else ingested
             self.strategy.begin(interval.run_key, known, sorted(done), ledger_rows)
-        source = ingested
+        held_rows = self._held_rows(groups, todo) if todo else None
+        source = batched(self._run_rows(interval) if held_rows is None else held_rows, groups, progress) if todo else None
         if self.references and todo:
             # A fact's keys, for all the batches this call loads at once (one lookup and at most one
             # inferred-member batch per dimension), held: every batch is a slice of them.
-            todo_rows = ingested.where(F.col("batch_index").isin(todo))
+            todo_rows = source.where(F.col("batch_index").isin(todo))
             source = self.references.resolve(todo_rows, interval.run_key, max(todo)).localCheckpoint(eager=True)
         for n, index in enumerate(todo, 1):
             started = time.time()
@@ -251,6 +262,7 @@ class Loader:
             done.add(index)  # logged (a step that released nothing too: its ledger row says so)
             if progress:
                 progress(f"batch {n}/{len(todo)} (index {index}) committed")
+        self._release_held(groups, done, everything=final)
         if not final:
             if self.protocol.tail_due():
                 self.protocol.apply_tail()
@@ -274,24 +286,66 @@ class Loader:
         except ConfigError:  # the warehouse has been laid out for another strategy since
             return self.strategy
 
-    def _plan(self, interval: Interval, ingested, progress=None, closed_windows: int | None = None):
-        """The run's load batches (and their sizes). The partitioned strategies switch granularity
-        by backlog (``policy.plan_batches``): under a heavy backlog one batch spans ``block_factor``
-        arrival windows and takes the first window's ``batch_index``. The plan is a pure function
-        of the run's ingested counts, so a restart plans the same batches; with ``closed_windows``
-        only the batches those windows settle for good (``stream_plan.settled_groups``)."""
+    def _run_rows(self, interval: Interval):
+        """The run's rows of ``ingested_updates``, read when a step needs them (a read of a table
+        written since is a new Delta snapshot to load)."""
+        return self.tables.read("ingested_updates").where(f"run_key = '{interval.run_key}'")
+
+    def _plan(self, interval: Interval, closed_windows: int | None = None):
+        """The run's load batches, each the arrival windows it spans (and their sizes). The
+        partitioned strategies switch granularity by backlog (``policy.plan_batches``): under a
+        heavy backlog one batch spans ``block_factor`` arrival windows and takes the first window's
+        ``batch_index``. The plan is a pure function of the run's ingested counts, so a restart
+        plans the same batches; with ``closed_windows`` only the batches those windows settle for
+        good (``stream_plan.settled_groups``)."""
         if self._counts is None:
-            self._counts = {int(r[0]): int(r[1]) for r in ingested.groupBy("batch_index").count().collect()}
+            self._counts = {int(r[0]): int(r[1]) for r in self._run_rows(interval).groupBy("batch_index").count().collect()}
         counts = self._counts
         groups = load_batches(self.strategy.name, counts, self.cfg)
         if closed_windows is not None:
             total = n_windows(interval, self.cfg.micro_batch_seconds)
             groups = settled_groups(groups, closed_windows, total, plan_lookahead(self.strategy.name, self.cfg))
-        sizes = {g[0]: sum(counts[w] for w in g) for g in groups}
-        merged = [g for g in groups if len(g) > 1]
-        if not merged:
-            return ingested, [g[0] for g in groups], sizes
-        if progress:
-            progress(f"block granularity: {sum(map(len, merged))} of {len(counts)} arrival windows in {len(merged)} batches")
-        first_of = F.create_map(*[F.lit(x) for g in groups for w in g for x in (w, g[0])])
-        return ingested.withColumn("batch_index", first_of[F.col("batch_index")]), [g[0] for g in groups], sizes
+        return groups, {g[0]: sum(counts[w] for w in g) for g in groups}
+
+    # ------------------------------------------------------------------ the windows the stream holds
+
+    def _hold(self, run_key: str, held: list[HeldWindows] | None) -> None:
+        """Keep the windows the caller holds while the run goes on as this loader left it; anything
+        else held before is dropped (another run, or the run taken up again)."""
+        if not (self._continuing and self._alone):
+            self._release_held()
+        self._held += held or []
+
+    def _held_rows(self, groups: list[list[int]], todo: list[int]):
+        """The held rows, when they hold every window of the batches ``todo`` (else ``None``: the
+        table is read)."""
+        wanted = {w for g in groups if g[0] in set(todo) for w in g}
+        have = {w for h in self._held for w in h.windows()}
+        if not self._held or not wanted <= have:
+            return None
+        return reduce(lambda a, b: a.unionByName(b), [h.rows for h in self._held])
+
+    def _release_held(self, groups: list[list[int]] | None = None, done: set[int] | None = None,
+                      everything: bool = True) -> None:
+        """Free the held windows whose batches are all committed (``everything``: all of them)."""
+        finished = set() if everything else {w for g in groups if g[0] in done for w in g}
+        counts = self._counts or {}
+        kept = []
+        for h in self._held:
+            if everything or all(w in finished for w in h.windows() if counts.get(w)):
+                h.rows.unpersist()
+            else:
+                kept.append(h)
+        self._held = kept
+
+
+def batched(ingested, groups: list[list[int]], progress=None):
+    """``ingested`` with each row's ``batch_index`` that of the batch its window is in (the first
+    window's, when a batch spans several)."""
+    merged = [g for g in groups if len(g) > 1]
+    if not merged:
+        return ingested
+    if progress:
+        progress(f"block granularity: {sum(map(len, merged))} arrival windows in {len(merged)} batches")
+    first_of = F.create_map(*[F.lit(x) for g in groups for w in g for x in (w, g[0])])
+    return ingested.withColumn("batch_index", first_of[F.col("batch_index")])

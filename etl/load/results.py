@@ -4,6 +4,7 @@ run summary the CLI prints and the DAG logs. Pure Python."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from etl.core.delays import Delays, run_delays, visible_delays
 
@@ -12,6 +13,22 @@ FLUSH_STEP = -1  # batch_index of the release made by flush() at the end of a ru
 # batch_seq of a step that released nothing: it is recorded in the ledger (the step is done) but is
 # no batch, so it takes no batch_seq and [a, b) then [b, c) number their batches as [a, c) does.
 NO_BATCH = 0
+
+
+@dataclass
+class HeldWindows:
+    """Every ``ingested_updates`` row of a run's arrival windows ``[first, end)``, as the always-on
+    loader's ingest just wrote them, held in memory (a local checkpoint, ``rows``): its next load
+    steps decide those windows from memory instead of reading the table back (a read of a table
+    changed since is a new Delta snapshot and its file filtering: two Spark jobs and about 1.5 s a
+    step on 2 cores, issue 46)."""
+
+    first: int
+    end: int
+    rows: Any  # a DataFrame of ingested_updates' schema
+
+    def windows(self) -> range:
+        return range(self.first, self.end)
 
 
 @dataclass

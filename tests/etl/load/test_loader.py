@@ -336,8 +336,10 @@ def test_a_tail_kept_between_pieces_is_dropped_when_someone_else_applied_it(spar
     key_map; a fact's lookups (or any load) in between apply it from the log, and the loader then
     takes the run up again as after a restart instead of merging its tail over key_map twice.
     While nobody else held the lock, a step reads neither the ledger nor a table's version, and
-    plans from the counts of what was ingested since (the lock's previous holder says so)."""
+    plans from the counts of what was ingested since (the lock's previous holder says so), and
+    decides the windows its ingest holds in memory without reading ``ingested_updates`` back."""
     from etl.core.stream_plan import n_windows
+    from etl.load.results import HeldWindows
 
     cfg = cfg.replace(micro_batch_seconds=20, apply_interval_seconds=3600)
     stream(cfg, key_domain=60)
@@ -350,14 +352,17 @@ def test_a_tail_kept_between_pieces_is_dropped_when_someone_else_applied_it(spar
     streaming = Loader(spark, cfg)
     assert len(streaming.load_ready(RUN, 2).batches) == 2
     assert read(spark, cfg, "key_map").count() == 0  # logged, not applied: the tail is kept
-    third = {2: read(spark, cfg, "ingested_updates").where("batch_index = 2").count()}
+    third_rows = read(spark, cfg, "ingested_updates").where("batch_index = 2").localCheckpoint(eager=True)
+    third = {2: third_rows.count()}
     reads, real_read = [], streaming.tables.read
     monkeypatch.setattr(streaming.tables, "read", lambda name: reads.append(name) or real_read(name))
     frames = type(real_read("ingested_updates"))  # pyspark's classic DataFrame, which has its own groupBy
     grouped, real_group_by = [], frames.groupBy
     monkeypatch.setattr(frames, "groupBy", lambda df, *cols: grouped.append(cols) or real_group_by(df, *cols))
-    assert len(streaming.load_ready(RUN, 3, counts=third).batches) == 1 and len(streaming.tail.batches) == 3  # kept: no one wrote
-    assert "batch_ledger" not in reads, reads
+    held = HeldWindows(2, 3, third_rows)
+    assert len(streaming.load_ready(RUN, 3, counts=third, held=[held]).batches) == 1 and len(streaming.tail.batches) == 3  # kept: no one wrote
+    assert "batch_ledger" not in reads and "ingested_updates" not in reads, reads  # decided from the held rows
+    assert not streaming._held  # its batch committed: let go
     assert ("batch_index",) not in grouped, grouped  # planned from the counts, not by grouping the run's rows again
     with Loader(spark, cfg).attached("a fact's lookups", 5):
         pass  # recovers: applies the three logged batches

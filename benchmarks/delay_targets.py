@@ -1,0 +1,103 @@
+"""Issue 46's three targets, measured in one run, one benchmark after the other, and the targets
+table they fill (docs/benchmark.md, "Issue 46's targets, in one run").
+
+    .venv/bin/python -m benchmarks.delay_targets                  # about 80 minutes on 2 cores, nothing else running
+    .venv/bin/python -m benchmarks.delay_targets --only kafka     # one of kafka, minute_files, full_size
+    .venv/bin/python -m benchmarks.delay_targets --table-only     # the table again from the results on disk
+
+The three, each a benchmark of its own in a process of its own (one Spark driver at a time):
+
+- ``kafka``: ``benchmarks.stream_live --kafka``, small size (20,000 keys, 10 updates/s, 3 minutes),
+  the hand-written Structured Streaming baseline beside ``etl stream`` reading 2-s pieces of the
+  same stream on a topic of each mode's: native with 10-s and 20-s windows, partitioned-range with
+  10-s windows and the sizes derived from the memory. Target: a logged delay at most 1.0x the
+  baseline's and at most 10 s on average.
+- ``minute_files``: ``benchmarks.stream_live``, minute landing files, 60-s windows, the MERGEs every
+  30 s, native and partitioned-range. Target: an average delay at most 50 s.
+- ``full_size``: ``benchmarks.stream_piece`` at 20 M keys (1,024 segments, 1,000 updates/s, 10-s
+  pieces and windows, the MERGEs every 60 s, the thesis's skew, partitioned-range at the derived
+  sizes). Target: a releasing step's delay path at most 4 s, 1 commit and 8 jobs at 10,000 updates,
+  and the coalesced MERGE pair for 60 s of arrivals at most 20 s.
+
+Each writes its result to ``--out-dir`` (``kafka.json``, ``minute_files.json``, ``full_size.json``,
+each with the command that made it); ``targets.json`` and ``targets.md`` there hold the table
+(``benchmarks.report.delay_targets``, pure)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from benchmarks.report import delay_targets, delay_targets_markdown
+
+KAFKA_MODES = ",".join([
+    "baseline:kafka",
+    "stream:native:piece_seconds=2:micro_batch_seconds=10:stream_grace_seconds=1:apply_interval_seconds=30",
+    "stream:native:piece_seconds=2:micro_batch_seconds=20:stream_grace_seconds=1:apply_interval_seconds=30",
+    "stream:partitioned-range:piece_seconds=2:micro_batch_seconds=10:stream_grace_seconds=1:apply_interval_seconds=30:sizes=derived",
+])
+MINUTE_MODES = ",".join([
+    "stream:native:apply_interval_seconds=30",
+    "stream:partitioned-range:apply_interval_seconds=30:sizes=derived",
+])
+COMMANDS = {
+    "kafka": ["benchmarks.stream_live", "--kafka", "--minutes", "3", "--rate", "10", "--keys", "20000",
+              "--deadline-minutes", "3", "--modes", KAFKA_MODES],
+    "minute_files": ["benchmarks.stream_live", "--minutes", "4", "--rate", "10", "--micro-batch-seconds", "60",
+                     "--run-minutes", "4", "--deadline-minutes", "4", "--modes", MINUTE_MODES],
+    "full_size": ["benchmarks.stream_piece", "--keys", "20000000", "--n-part", "1024", "--rate", "1000", "--minutes", "3",
+                  "--piece-seconds", "10", "--micro-batch-seconds", "10", "--apply-interval-seconds", "60",
+                  "--sizes", "derived", "--driver-memory", "8g", "--strategies", "partitioned-range", "--skew", "thesis"],
+}
+
+
+def run(name: str, out_dir: Path) -> float:
+    """One benchmark in a process of its own; its seconds."""
+    command = [sys.executable, "-m", *COMMANDS[name], "--out", str(out_dir / f"{name}.json")]
+    note(f"{name}: {' '.join(command[1:])}")
+    started = time.monotonic()
+    subprocess.run(command, check=True)
+    seconds = time.monotonic() - started
+    note(f"{name}: done in {seconds / 60:.1f} minutes")
+    return seconds
+
+
+def write_table(out_dir: Path, took: dict[str, float] | None = None) -> str:
+    results = {name: json.loads((out_dir / f"{name}.json").read_text())
+               for name in COMMANDS if (out_dir / f"{name}.json").is_file()}
+    rows = delay_targets(results)
+    table = delay_targets_markdown(rows)
+    (out_dir / "targets.json").write_text(json.dumps({
+        "command": "python -m benchmarks.delay_targets", "date": datetime.now(timezone.utc).date().isoformat(),
+        "minutes": {k: round(v / 60, 1) for k, v in (took or {}).items()}, "rows": rows}, indent=2) + "\n")
+    (out_dir / "targets.md").write_text(table + "\n")
+    return table
+
+
+def note(message: str) -> None:
+    print(f"[delay_targets] {message}", file=sys.stderr, flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", default=",".join(COMMANDS), help=f"a comma-separated subset of {', '.join(COMMANDS)}")
+    ap.add_argument("--out-dir", default="docs/results/delay_targets")
+    ap.add_argument("--table-only", action="store_true", help="no run: the table again from the results in --out-dir")
+    args = ap.parse_args()
+    chosen = [n for n in args.only.split(",") if n]
+    unknown = sorted(set(chosen) - set(COMMANDS))
+    if unknown:
+        ap.error(f"--only: unknown {', '.join(unknown)} (choose among {', '.join(COMMANDS)})")
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    took = {} if args.table_only else {name: run(name, out_dir) for name in chosen}
+    print(write_table(out_dir, took))
+
+
+if __name__ == "__main__":
+    main()

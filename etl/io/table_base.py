@@ -84,11 +84,6 @@ class Tables(ABC):
         """Delta's: switch deletion vectors on for the MERGE targets grown large enough."""
         return []
 
-    def logged_changes(self) -> DataFrame | None:
-        """The ``key_map`` changes of batches logged and not applied yet, which ``read("key_map")``
-        merges over the table (``etl.load.tail.TailReads``); a plain handle has none."""
-        return None
-
     # ------------------------------------------------------------------ shared
 
     def ensure(self) -> list[str]:

@@ -210,7 +210,7 @@ class Loader:
     def _load(self, interval: Interval, progress=None, closed_windows: int | None = None,
               counts: dict[int, int] | None = None, held: list[HeldWindows] | None = None) -> LoadResult:
         final = closed_windows is None or closed_windows >= n_windows(interval, self.cfg.micro_batch_seconds)
-        self._hold(interval.run_key, held)
+        self._hold(held)
         result = LoadResult(interval.run_key, self.strategy.name)
         if self.references:
             result.inferred_members, result.reference_lookups = self.references.counting()
@@ -309,7 +309,7 @@ class Loader:
 
     # ------------------------------------------------------------------ the windows the stream holds
 
-    def _hold(self, run_key: str, held: list[HeldWindows] | None) -> None:
+    def _hold(self, held: list[HeldWindows] | None) -> None:
         """Keep the windows the caller holds while the run goes on as this loader left it; anything
         else held before is dropped (another run, or the run taken up again)."""
         if not (self._continuing and self._alone):

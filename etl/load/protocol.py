@@ -107,7 +107,7 @@ class CommitProtocol:
                 # say when in ``result``). Its changes are read from the held batch: the tail holds
                 # them combined with the earlier batches' (one Spark job).
                 changes = key_map_changes(decided, self.segment_of)
-                self.strategy.keys_logged(changes, summary["new_keys"])
+                self.strategy.keys_committed(changes, summary["new_keys"])
                 self.tail.add(Logged(decided, changes, summary["segments"], summary["new_keys"], logged_at=logged,
                                      result=result))
                 deferred = True
@@ -191,7 +191,6 @@ class CommitProtocol:
             self.lock.verify()
         visible_at = self.apply(self.tail.outcomes(), self.tail.segments(), self.tail.new_keys(), held=True, fold=False,
                                 several_batches=len(self.tail.batches) > 1, changes=self.tail.changes())
-        self.strategy.keys_applied(self.tail.changes())  # told at the log already: now in key_map
         self.tail.applied(visible_at, time.time())
         self.tail.clear()
 

@@ -105,8 +105,5 @@ class TailReads:
             return df
         return key_map_on_read(df, self._tail.changes())
 
-    def logged_changes(self) -> DataFrame | None:
-        return self._tail.changes() if self._tail else None
-
     def __getattr__(self, name: str):
         return getattr(self._tables, name)

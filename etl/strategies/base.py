@@ -135,17 +135,6 @@ class JoinStrategy(ABC):
         """New or changed ``key_map`` rows were committed (hook for resident copies). ``new_keys``:
         the keys inserted per segment, when the loader counted them already (``new_keys_by_segment``)."""
 
-    def keys_logged(self, key_map_rows, new_keys: dict[int, int] | None = None) -> None:
-        """As ``keys_committed``, at the write-ahead commit of a batch whose MERGEs wait: from now
-        on the join answers for its keys. ``key_map`` reads merge the logged batches' changes over
-        the table meanwhile (``tables.logged_changes()``); a strategy that reads through them
-        needs only ``keys_applied`` later."""
-        self.keys_committed(key_map_rows, new_keys)
-
-    def keys_applied(self, key_map_rows) -> None:
-        """Logged batches' changes, told at ``keys_logged`` already, are now in ``key_map`` (their
-        MERGEs committed): a copy that read them through the log takes them in."""
-
     @abstractmethod
     def stats(self) -> JoinStats:
         """Cost of the last ``submit``/``flush``."""

@@ -45,8 +45,7 @@ class PartitionedJoin(JoinStrategy):
         self.policy = PartitionPolicy.from_config(cfg)
         self.segment_of = segment_column(layout)
         self.sizes = SegmentSizes({}, 128.0)
-        self.resident = ResidentSet(lambda segments: self._with_segment(self._segments(segments)),
-                                    logged=lambda: self.tables.logged_changes())
+        self.resident = ResidentSet(lambda segments: self._with_segment(self._segments(segments)))
         self.run_key = None
         self.wait_buffer = WaitBuffer(self.update_columns)
         self._stats = JoinStats()
@@ -215,19 +214,11 @@ class PartitionedJoin(JoinStrategy):
 
     def keys_committed(self, km, new_keys: dict[int, int] | None = None) -> None:
         """Fold a commit's key_map changes into the segment sizes and the resident copy."""
-        self.keys_logged(km, new_keys)
-        self.resident.fold(km)
-
-    def keys_logged(self, km, new_keys: dict[int, int] | None = None) -> None:
-        """The segment sizes grow at once (the policy decides on them); the resident copy reads
-        the logged changes through until they are applied (``ResidentSet.join``)."""
         grown = new_keys_by_segment(km, new_keys)
         evicted = self.sizes.grow(grown, self.policy)
         if evicted:
             self._stats.segments_evicted += len(evicted)
             self.resident.sync(set(self.policy.resident))
-
-    def keys_applied(self, km) -> None:
         self.resident.fold(km)
 
     def end(self) -> None:

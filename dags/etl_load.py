@@ -24,18 +24,16 @@ from airflow.sdk import DAG, CronDataIntervalTimetable, Param, task
 from etl.core.config import load_config, strategy_settings_schema
 from etl.core.registry import NAMES as JOIN_STRATEGIES
 from etl.entrypoints.airflow_support import (
-    APPLICATION,
     INTERVAL_ARGS,
     LOAD_TASK,
     REPORT_TASK,
-    SPARK_CONN_ID,
     STREAM_LOADED,
     dimension_loads,
     entity_args,
     entity_configs,
     run_report,
+    spark_job,
     stream_route,
-    submit_conf,
 )
 
 
@@ -61,7 +59,7 @@ def load_dag(suffix: str, cfg) -> DAG:
         default_args={"owner": "data-engineering", "retries": 2, "retry_delay": timedelta(minutes=1)},
         tags=["etl", "warehouse", f"entity:{entity}"],
     ) as dag:
-        spark_job = dict(conn_id=SPARK_CONN_ID, application=APPLICATION, conf=submit_conf(cfg), name=f"etl-{entity}")
+        job = spark_job(cfg, f"etl-{entity}")
         on_entity = entity_args(cfg)
 
         # ingest, join and load, validate: one driver; each stage's summary in the task log.
@@ -76,10 +74,10 @@ def load_dag(suffix: str, cfg) -> DAG:
                 "{{ params.strategy_settings | tojson }}",
                 *on_entity,
             ],
-            **spark_job,
+            **job,
         )
         validate = SparkSubmitOperator(  # an interval the always-on loader loaded
-            task_id="validate", application_args=["validate", *INTERVAL_ARGS, *on_entity], **spark_job,
+            task_id="validate", application_args=["validate", *INTERVAL_ARGS, *on_entity], **job,
         )
 
         @task.branch(task_id="route", trigger_rule="none_failed")  # a fact's dimension wait may time out (skipped)

@@ -13,7 +13,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import DAG
 
 from etl.core.config import load_config
-from etl.entrypoints.airflow_support import APPLICATION, SPARK_CONN_ID, entity_args, entity_configs, submit_conf
+from etl.entrypoints.airflow_support import entity_args, entity_configs, spark_job
 
 
 def maintenance_dag(suffix: str, cfg) -> DAG:
@@ -31,11 +31,8 @@ def maintenance_dag(suffix: str, cfg) -> DAG:
         steps = {
             name: SparkSubmitOperator(
                 task_id=name,
-                conn_id=SPARK_CONN_ID,
-                application=APPLICATION,
-                conf=submit_conf(cfg),
-                name=f"etl-{name}-{entity}",
                 application_args=["maintain", "--steps", name, *entity_args(cfg)],
+                **spark_job(cfg, f"etl-{name}-{entity}"),
             )
             for name in ("rebalance", "optimize", "vacuum")
         }

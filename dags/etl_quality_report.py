@@ -13,13 +13,11 @@ from airflow.sdk import DAG, CronDataIntervalTimetable, task
 
 from etl.core.config import load_config
 from etl.entrypoints.airflow_support import (
-    APPLICATION,
     INTERVAL_ARGS,
-    SPARK_CONN_ID,
     entity_args,
     entity_configs,
     publish_quality_report,
-    submit_conf,
+    spark_job,
 )
 
 
@@ -37,11 +35,8 @@ def quality_report_dag(suffix: str, cfg) -> DAG:
     ) as dag:
         quality_report = SparkSubmitOperator(
             task_id="quality_report",
-            conn_id=SPARK_CONN_ID,
-            application=APPLICATION,
-            conf=submit_conf(cfg),
-            name=f"etl-quality-report-{entity}",
             application_args=["quality-report", *INTERVAL_ARGS, *entity_args(cfg)],
+            **spark_job(cfg, f"etl-quality-report-{entity}"),
         )
 
         @task(task_id="publish")

@@ -10,6 +10,7 @@ import json
 import logging
 import os
 from collections import Counter
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -88,7 +89,26 @@ def ingest(spark, cfg: EtlConfig, interval: Interval, progress=None) -> dict:
     fingerprints in ``landed_files`` (replaced, not appended). Refused before any write when the
     landing zone cannot be read, when the interval overlaps another run, and when the run has
     started loading and its landing files changed since (docs/ingest.md). ``progress`` hears what
-    is read and when it is written: an ingest of many files takes minutes."""
+    is read and when it is written: an ingest of many files takes minutes.
+
+    On an object store the ingest holds the entity's load lock: Delta's S3 log store lets only one
+    driver commit to a table at a time (two drivers' commits of one version: one is lost), and
+    maintenance compacts these tables under the lock (docs/deployment.md)."""
+    with _writes_locked(cfg, f"ingest of {interval.run_key}"):
+        return _ingest(spark, cfg, interval, progress)
+
+
+def _writes_locked(cfg: EtlConfig, owner: str):
+    """The entity's load lock where a table's commits must come from one driver at a time (an
+    object store's log store); nothing on a POSIX warehouse, whose commits are atomic renames."""
+    if not cfg.warehouse_on_object_store:
+        return nullcontext()
+    # Not recorded as a holder: an ingest writes neither the ledger nor key_map, so the always-on
+    # loader keeps its state between its pieces (Loader._alone) across its own ingests.
+    return LoadLock(cfg.meta_path, owner, cfg.lock_stale_seconds, records_holder=False)
+
+
+def _ingest(spark, cfg: EtlConfig, interval: Interval, progress=None) -> dict:
     scan = scan_sources(cfg, interval.start, interval.end)
     check_broker(spark, cfg)
     check_sequence_definition(cfg, open_tables(spark, cfg))
@@ -284,7 +304,12 @@ def ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end, fresh: 
     ``ingest`` writes at once. The summary's ``batch_counts`` are the valid rows per window, for
     the load step (``Loader.load_ready``'s ``counts``); with ``hold``, its ``held`` the rows
     written, held in memory (``HeldWindows``: the load step's ``held``), which the caller
-    releases."""
+    releases. On an object store it holds the entity's load lock, as ``ingest`` does."""
+    with _writes_locked(cfg, f"ingest of pieces of {interval.run_key}"):
+        return _ingest_pieces(spark, cfg, interval, start, end, fresh, hold)
+
+
+def _ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end, fresh: bool, hold: bool) -> dict:
     mbs = cfg.micro_batch_seconds
     if not (is_window_boundary(interval, mbs, start) and is_window_boundary(interval, mbs, end)):
         raise ValueError(f"[{start}, {end}) splits an arrival window of run {interval.run_key}")

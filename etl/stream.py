@@ -7,7 +7,8 @@ buffer, MESHJOIN queue) from one piece to the next. At the run's end it flushes 
 run's summaries, as ``etl ingest`` and ``etl load`` would have, so the DAG run of that interval only
 validates and reports it. The same landed input gives the same tables whichever loaded it.
 
-Between pieces it holds no lock (maintenance and backfills can run); it records how far it has
+Between pieces it holds no lock (maintenance and backfills can run; on an object store its
+ingest takes the lock for its writes, as every ingest does there); it records how far it has
 ingested the open run in ``<meta_root>/stream/<run_key>.json``, so a restart resumes there, and
 its liveness in ``<meta_root>/stream/heartbeat.json`` (the DAG waits for a live stream instead of
 loading the interval itself). ``stop()`` (SIGTERM) ends it after the piece being loaded.
@@ -248,12 +249,13 @@ class Stream:
         return attempt
 
     def _waiting_for_kafka(self, what: str, action, state: dict | None = None):
-        """``action()``; while the Kafka cluster does not answer, said, then tried again after a
-        pause, as a service waits for a dependency (``None``: stopped while waiting)."""
+        """``action()``; while the Kafka cluster does not answer, or, on an object store, a load or
+        maintenance holds the lock the ingest takes there, said, then tried again after a pause, as
+        a service waits for a dependency (``None``: stopped while waiting)."""
         while True:
             try:
                 return action() or True
-            except KafkaUnavailable as exc:
+            except (KafkaUnavailable, WarehouseLocked) as exc:
                 if self.stopping:
                     return None
                 pause = min(30.0, max(1.0, self.cfg.stream_heartbeat_seconds))

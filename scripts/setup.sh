@@ -37,6 +37,22 @@ echo "==> installing pinned dependencies (about a minute with a warm pip cache)"
 "$venv/bin/python" -m pip install --quiet -c constraints.txt -e '.[dev]'
 echo "==> starting Spark once to fetch the Delta jars, compile the local file system's class and write the drivers' class-data archive (about a minute)"
 mkdir -p var; if ! SPARK_LOCAL_IP=${SPARK_LOCAL_IP:-127.0.0.1} "$venv/bin/python" -m etl.io.spark > var/setup-spark.log 2>&1; then cat var/setup-spark.log >&2; echo "error: Spark could not start (log above, also in var/setup-spark.log)" >&2; exit 1; fi; grep -E "class-data archive|local file system|no javac|is ready" var/setup-spark.log || true
+# PostgreSQL for the Airflow tests' metadata database (etl.devtools.postgres starts a cluster of its
+# own per test session; no service is started): Debian's server package, installed as root when
+# missing, without its default cluster.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "==> installing Debian's PostgreSQL server for the Airflow tests (apt-get, about a minute)"
+    export DEBIAN_FRONTEND=noninteractive
+    mkdir -p /etc/postgresql-common && { grep -qs '^create_main_cluster' /etc/postgresql-common/createcluster.conf || echo 'create_main_cluster = false' >> /etc/postgresql-common/createcluster.conf; }
+    { apt-get install -y -qq postgresql >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq postgresql >/dev/null; }; } \
+      || echo "warning: 'apt-get install postgresql' failed; the Airflow tests need PostgreSQL's server" >&2
+  else
+    echo "note: PostgreSQL's server (initdb) not found; the Airflow tests need it (Debian: apt-get install postgresql)"
+  fi
+fi
+# The S3-API server the object-store tests run the warehouse on (S3Proxy, from Maven Central, once).
+"$venv/bin/python" -m etl.devtools.s3_server fetch
 # Data Docs offline: GX's pages load their scripts and styles from CDNs; fetch the same files once
 # from the npm registry (docs/decisions/offline-data-docs.md). Quiet when they are there; a failure
 # is reported and set-up goes on (Data Docs then keep their CDN links).

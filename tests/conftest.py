@@ -30,16 +30,17 @@ os.environ.setdefault("ETL_SPARK_CODEGEN", "false")
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    from etl.core.spark_conf import kafka_package
+    from etl.core.spark_conf import kafka_package, s3a_packages
     from etl.io.spark import build_spark_session, make_class_archive, make_local_fs_jar
 
     # 4g: one JVM holds the whole suite's several hundred Delta tables (their logs' cached states)
     # and broadcasts; at 2g the suite ran out of heap once the declared entities' tests were added.
-    # Spark's Kafka source too: the Kafka tests read a real broker in this session.
+    # Spark's Kafka source too: the Kafka tests read a real broker in this session; and Hadoop's S3A
+    # connector: the object-store tests keep a warehouse on a real S3-API server (``s3_store``).
     # The classes it loads, and from where, logged for tests/etl/io/test_spark.py (the class-data archive).
     root = tmp_path_factory.mktemp("spark-base")
     base = EtlConfig(warehouse_root=str(root), spark_shuffle_partitions=2, spark_driver_memory="4g",
-                     spark_packages=kafka_package(), spark_codegen=False,
+                     spark_packages=",".join([kafka_package(), *s3a_packages()]), spark_codegen=False,
                      spark_driver_java_options=f"-Xlog:class+load=info:file={root / 'classes.log'}")
     # The local file system's class and the drivers' class-data archive are set-up's, unless the
     # source, the JDK or the venv changed since (seconds, then a minute).
@@ -53,6 +54,26 @@ def spark(tmp_path_factory):
     session.conf.set("spark.sql.adaptive.enabled", "false")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_store(spark, tmp_path_factory):
+    """One real S3-API server per session on 127.0.0.1 (``etl.devtools.s3_server``: S3Proxy over
+    a directory), serving bucket ``warehouse``; the session's S3A connector pointed at it. A test
+    keeps its warehouse under ``s3a://warehouse/<its own prefix>``; a driver of its own gets the
+    same settings from ``s3_store.properties_file`` (setting ``spark_properties_file``)."""
+    from etl.devtools import s3_server
+
+    root = tmp_path_factory.mktemp("s3")
+    server = s3_server.start(root / "server", buckets=("warehouse",))
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    settings = server.spark_settings()
+    for key, value in settings.items():
+        hadoop.set(key[len("spark.hadoop."):], value)
+    server.properties_file = root / "s3a.properties"
+    server.properties_file.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    yield server
+    server.stop()
 
 
 @pytest.fixture

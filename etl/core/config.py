@@ -65,8 +65,16 @@ class EtlConfig:
     # Maven coordinates of Spark's Kafka source; empty: the one of the installed pyspark. Fetched
     # only when the model reads a Kafka topic (docs/sources.md).
     kafka_package: str = ""
-    # More Maven coordinates for spark.jars.packages, comma-separated (hadoop-aws for s3a://, ...).
+    # More Maven coordinates for spark.jars.packages, comma-separated.
     spark_packages: str = ""
+    # Maven coordinates of the object store's file system when warehouse_root is s3a://; empty:
+    # Hadoop's S3A connector (hadoop-aws) of pyspark's Hadoop and the AWS SDK's S3 client modules
+    # it calls (docs/deployment.md, "Delta tables on object storage").
+    object_store_packages: str = ""
+    # A Java properties file of more Spark settings for every driver (spark.hadoop.fs.s3a.* of an
+    # object store, ...): kept outside the repository, since it may hold secrets; spark-submit
+    # reads it as its --properties-file. Empty: none.
+    spark_properties_file: str = ""
     # The first driver that resolves those packages records the jars Spark fetched in a folder of
     # its own here (one per set of packages); every later driver, subprocess and spark-submit
     # starts with them as spark.jars instead of an Ivy resolution. Empty: ~/.cache/active-dw-etl

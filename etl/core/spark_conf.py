@@ -11,7 +11,8 @@ import shutil
 from importlib import metadata
 from pathlib import Path
 
-from etl.core.config import EtlConfig
+from etl.core import properties
+from etl.core.config import ConfigError, EtlConfig
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -34,18 +35,84 @@ def kafka_package(cfg: EtlConfig | None = None) -> str:
     return f"org.apache.spark:spark-sql-kafka-0-10_2.13:{metadata.version('pyspark')}"
 
 
+# The AWS SDK (v2) that each Hadoop release's S3A connector is built against (hadoop-project's
+# aws-java-sdk-v2.version): its S3 client and transfer manager instead of the SDK's 686 MB bundle.
+AWS_SDK_OF_HADOOP = {"3.4.1": "2.24.6", "3.4.2": "2.29.52", "3.5.0": "2.35.4"}
+AWS_SDK_MODULES = ("s3", "s3-transfer-manager", "sts")
+
+
+def pyspark_hadoop_version() -> str | None:
+    """The Hadoop client pyspark ships (``pyspark/jars/hadoop-client-api-<version>.jar``), found
+    without importing pyspark."""
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or not spec.origin:
+        return None
+    jars = sorted((Path(spec.origin).parent / "jars").glob("hadoop-client-api-*.jar"))
+    return jars[-1].name[len("hadoop-client-api-"):-len(".jar")] if jars else None
+
+
+def object_store_packages(cfg: EtlConfig) -> list[str]:
+    """The file system of an ``s3a://`` warehouse: the setting's, else hadoop-aws of pyspark's
+    Hadoop with the AWS SDK modules it calls; nothing for a POSIX warehouse."""
+    if cfg.warehouse_uri.partition("://")[0].lower() != "s3a":
+        return []
+    if cfg.object_store_packages.strip():
+        return [p.strip() for p in cfg.object_store_packages.split(",") if p.strip()]
+    return s3a_packages(f"warehouse_root {cfg.warehouse_root!r} is on S3")
+
+
+def s3a_packages(why: str = "the S3A connector is wanted") -> list[str]:
+    """Hadoop's S3A connector for pyspark's Hadoop, and the AWS SDK modules it calls."""
+    hadoop = pyspark_hadoop_version()
+    sdk = AWS_SDK_OF_HADOOP.get(hadoop or "")
+    if sdk is None:
+        raise ConfigError(f"{why}, and the S3A connector of pyspark's Hadoop ({hadoop or 'not found'}) is not known "
+                          f"here: set 'object_store_packages' to its Maven coordinates "
+                          f"(org.apache.hadoop:hadoop-aws:<version> and the AWS SDK it needs)")
+    return [f"org.apache.hadoop:hadoop-aws:{hadoop}", *(f"software.amazon.awssdk:{m}:{sdk}" for m in AWS_SDK_MODULES)]
+
+
 def packages(cfg: EtlConfig) -> str:
-    """spark.jars.packages: Delta, Spark's Kafka source when the model reads a topic, and the
-    site's own."""
+    """spark.jars.packages: Delta, Spark's Kafka source when the model reads a topic, the object
+    store's file system when the warehouse is on one, and the site's own."""
     out = [delta_package(cfg)]
     if any(e.kafka_inputs for e in cfg.model.entities):
         out.append(kafka_package(cfg))
+    out += object_store_packages(cfg)
     out += [p.strip() for p in cfg.spark_packages.split(",") if p.strip()]
     return ",".join(dict.fromkeys(out))
 
 
-# The Kafka source's own Hadoop client jars would stand beside the ones pyspark ships.
-PACKAGE_EXCLUDES = "org.apache.hadoop:hadoop-client-api,org.apache.hadoop:hadoop-client-runtime"
+def spark_properties(cfg: EtlConfig) -> dict[str, str]:
+    """The settings of ``spark_properties_file`` (a Java properties file), read when a driver
+    starts in-process; spark-submit is handed the file itself."""
+    if not cfg.spark_properties_file:
+        return {}
+    path = Path(cfg.spark_properties_file).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"setting 'spark_properties_file' = {cfg.spark_properties_file!r}: no such file")
+    props = properties.read(path)
+    bad = sorted(k for k in props if not k.startswith("spark."))
+    if bad:
+        raise ConfigError(f"setting 'spark_properties_file' = {cfg.spark_properties_file!r}: {', '.join(bad)} "
+                          f"is not a Spark setting (each key starts with 'spark.')")
+    ours = sorted(k for k in props if k in OWN_SETTINGS)
+    if ours:
+        raise ConfigError(f"setting 'spark_properties_file' = {cfg.spark_properties_file!r}: {', '.join(ours)} "
+                          f"is the job's own (the jars: settings 'spark_packages', 'object_store_packages', "
+                          f"'spark_jars'; Delta's catalog is required)")
+    return props
+
+
+# What the job sets itself and a properties file may not replace.
+OWN_SETTINGS = frozenset({"spark.jars", "spark.jars.packages", "spark.jars.excludes", "spark.sql.extensions",
+                          "spark.sql.catalog.spark_catalog"})
+
+
+# The Kafka source's own Hadoop client jars would stand beside the ones pyspark ships; the AWS SDK's
+# bundle is replaced by the S3 client modules S3A calls (object_store_packages).
+PACKAGE_EXCLUDES = ("org.apache.hadoop:hadoop-client-api,org.apache.hadoop:hadoop-client-runtime,"
+                    "software.amazon.awssdk:bundle")
 DEFAULT_TOOLS_CACHE = Path(os.environ.get("ETL_TOOLS_CACHE", Path.home() / ".cache" / "active-dw-etl"))
 
 

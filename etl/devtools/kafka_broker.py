@@ -14,101 +14,29 @@ from __future__ import annotations
 
 import argparse
 import base64
-import glob
-import json
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
-import pyspark
-
 from etl.core.spark_conf import DEFAULT_TOOLS_CACHE
+from etl.devtools.servers import ServerProcess, free_port, launch, refuse_if_running, resolve_jars, stop_recorded
 
 KAFKA_VERSION = "4.1.1"
 SCALA = "2.13"
 DEFAULT_CACHE = DEFAULT_TOOLS_CACHE  # the broker's jars beside the recorded Spark jars (ETL_TOOLS_CACHE moves both)
 
 
-def _ivy_jar() -> str:
-    found = sorted(glob.glob(os.path.join(os.path.dirname(pyspark.__file__), "jars", "ivy-*.jar")))
-    if not found:
-        raise RuntimeError("pyspark's Ivy jar was not found (pyspark/jars/ivy-*.jar)")
-    return found[-1]
-
-
 def kafka_jars(version: str = KAFKA_VERSION, cache: Path = DEFAULT_CACHE) -> Path:
     """The broker's classpath directory, resolved from Maven Central the first time."""
-    target = cache / f"kafka-{version}"
-    done = target / ".resolved"
-    if done.exists():
-        return target
-    target.mkdir(parents=True, exist_ok=True)
-    print(f"fetching Apache Kafka {version} from Maven Central (once)...", file=sys.stderr, flush=True)
-    cmd = ["java", "-jar", _ivy_jar(), "-dependency", "org.apache.kafka", f"kafka_{SCALA}", version, "-confs", "default",
-           "-retrieve", str(target / "[artifact]-[revision](-[classifier]).[ext]"), "-cache", str(cache / "ivy")]
-    run = subprocess.run(cmd, capture_output=True, text=True)
-    if run.returncode != 0:
-        raise RuntimeError(f"resolving Kafka {version} failed:\n{run.stdout[-2000:]}\n{run.stderr[-2000:]}")
-    done.write_text(version)
-    return target
+    return resolve_jars("org.apache.kafka", f"kafka_{SCALA}", version, cache / f"kafka-{version}", cache,
+                        f"Apache Kafka {version}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class BrokerProcess:
-    pid: int
-    port: int
-    data_dir: Path
-
+class BrokerProcess(ServerProcess):
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
-
-    def stop(self, timeout: float = 30.0) -> None:
-        """SIGTERM to the broker's process group (a clean shutdown), SIGKILL after ``timeout``."""
-        try:
-            os.killpg(self.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.alive():
-                return
-            time.sleep(0.2)
-        self.kill()
-
-    def kill(self) -> None:
-        """SIGKILL to the whole group, as a lost machine: nothing flushed."""
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            return
-        while self.alive():
-            time.sleep(0.1)
-
-    def alive(self) -> bool:
-        """Whether the broker still runs (a dead child started by this process is reaped first)."""
-        try:
-            if os.waitpid(self.pid, os.WNOHANG)[0] == self.pid:
-                return False
-        except ChildProcessError:
-            pass  # not this process's child
-        try:
-            os.killpg(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
 
 
 def _properties(data_dir: Path, port: int, controller_port: int) -> str:
@@ -138,50 +66,22 @@ def start(data_dir: Path, port: int = 0, version: str = KAFKA_VERSION, cache: Pa
     data_dir = Path(data_dir).resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     state = data_dir / "broker.json"
-    if state.exists():
-        old = json.loads(state.read_text())
-        try:
-            os.killpg(old["pid"], 0)
-            raise RuntimeError(f"a broker (pid {old['pid']}) runs on {data_dir} already, at 127.0.0.1:{old['port']}")
-        except ProcessLookupError:
-            pass
+    refuse_if_running(state, "a broker")
     jars = kafka_jars(version, cache)
-    port = port or _free_port()
+    port = port or free_port()
     config = data_dir / "server.properties"
-    config.write_text(_properties(data_dir, port, _free_port()))
+    config.write_text(_properties(data_dir, port, free_port()))
     classpath = str(jars / "*")
     if not (data_dir / "log" / "meta.properties").exists():
         cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         subprocess.run(["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)],
                        check=True, capture_output=True)
-    with open(data_dir / "broker.log", "ab") as log:
-        proc = subprocess.Popen(["java", f"-Xmx{heap}", "-XX:TieredStopAtLevel=1", "-cp", classpath, "kafka.Kafka", str(config)],
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    broker = BrokerProcess(proc.pid, port, data_dir)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the Kafka broker exited ({proc.returncode}); see {data_dir / 'broker.log'}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        broker.stop()
-        raise RuntimeError(f"the Kafka broker did not listen on 127.0.0.1:{port} within {timeout:.0f} s")
-    state.write_text(json.dumps({"pid": proc.pid, "port": port}))
-    return broker
+    command = ["java", f"-Xmx{heap}", "-XX:TieredStopAtLevel=1", "-cp", classpath, "kafka.Kafka", str(config)]
+    return launch(command, BrokerProcess, port, data_dir, data_dir / "broker.log", state, "the Kafka broker", timeout)
 
 
 def stop(data_dir: Path) -> bool:
-    state = Path(data_dir) / "broker.json"
-    if not state.exists():
-        return False
-    old = json.loads(state.read_text())
-    BrokerProcess(old["pid"], old["port"], Path(data_dir)).stop()
-    state.unlink()
-    return True
+    return stop_recorded(Path(data_dir) / "broker.json", BrokerProcess)
 
 
 # --------------------------------------------------------------------------- what an operator or a producer does

@@ -49,6 +49,14 @@ def _config(entity: str = "") -> EtlConfig:
     return load_config(overrides={"entity": entity or None})
 
 
+def spark_job(cfg: EtlConfig, name: str) -> dict:
+    """A SparkSubmitOperator's arguments for a job of this configuration: the connection, the
+    application, its Spark settings and the site's ``spark_properties_file`` (read by spark-submit
+    itself, so its values, secrets among them, never enter the DAG or the rendered command)."""
+    return dict(conn_id=SPARK_CONN_ID, application=APPLICATION, conf=submit_conf(cfg), name=name,
+                properties_file=str(Path(cfg.spark_properties_file).expanduser()) if cfg.spark_properties_file else None)
+
+
 def submit_conf(cfg: EtlConfig) -> dict[str, str]:
     """spark-submit settings: the job's Spark settings plus the Python that has the ``etl`` package."""
     conf = spark_conf(cfg)

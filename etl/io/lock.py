@@ -107,8 +107,11 @@ def describe(held: dict | None) -> str:
 
 
 class LoadLock:
-    def __init__(self, meta: Path, owner: str, stale_after: float = 900.0) -> None:
+    def __init__(self, meta: Path, owner: str, stale_after: float = 900.0, records_holder: bool = True) -> None:
         self.path = Path(meta) / LOCK_NAME
+        # False: a holder that changes nothing a loader keeps state about (an ingest's writes), so
+        # the loader that held the lock before and after it still finds its own token there.
+        self.records_holder = records_holder
         self.owner = owner
         self.stale_after = float(stale_after)
         self.token = uuid.uuid4().hex
@@ -168,7 +171,8 @@ class LoadLock:
         for _ in range(5):
             if self._create():
                 try:
-                    self._record_holder()
+                    if self.records_holder:
+                        self._record_holder()
                 except BaseException:
                     self.path.unlink(missing_ok=True)  # ours, not held by anyone else yet
                     raise

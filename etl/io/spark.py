@@ -29,6 +29,7 @@ from etl.core.spark_conf import (
     own_cds_options,
     packages,
     spark_conf,
+    spark_properties,
 )
 from etl.io.files import write_atomic
 
@@ -98,6 +99,7 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
         conf.pop("spark.driver.extraJavaOptions", None)  # the driver JVM is already running
     else:
         check_java()
+        conf = {**spark_properties(cfg), **conf}  # the job's own settings win, as spark-submit's --conf over its --properties-file
         builder = builder.master(master or cfg.spark_master)
         # Ingestion runs Python on the executors (etl.core.records): the interpreter that has this
         # package (PySpark hands PYSPARK_PYTHON to the executors; spark-submit sets it itself).

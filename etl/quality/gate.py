@@ -262,7 +262,12 @@ def _run_suites(spark, cfg: EtlConfig, run_name: str, interval: Interval | None)
         if name in ("run_conservation", references):
             collected[name] = [r.asDict() for r in df.collect()]
         checkpoint = _checkpoint(context, name, factory())
-        result = checkpoint.run(batch_parameters={"dataframe": df}, run_id=RunIdentifier(run_name=run_name))
+        try:
+            result = checkpoint.run(batch_parameters={"dataframe": df}, run_id=RunIdentifier(run_name=run_name))
+        finally:
+            # GX persists the frame it validates and leaves it cached: a later read of the table in
+            # this session would then be answered from that cache, blind to commits of other drivers.
+            df.unpersist()
         for validation in result.run_results.values():
             for r in validation.results:
                 config = r.expectation_config

@@ -1,4 +1,5 @@
-"""Airflow for real, started once for the whole test session (one standalone: the worked example
+"""Airflow for real, started once for the whole test session (one standalone, its metadata
+database on PostgreSQL and its LocalExecutor running two tasks at once, as deployed: the worked example
 of docs/model.md, ``ETL_MODEL_FILE=examples/shop/model.toml``, one load DAG per entity), then
 
 1. trigger the customer's load DAG through the REST API, the orders fact's run and ``airflow
@@ -118,8 +119,8 @@ class Airflow:
 
     def backfill(self, *args, timeout=300):
         """``airflow backfill create``; a DAG takes one active backfill at a time, and the scheduler
-        marks a finished one complete a little after its last run, so wait for that. The CLI writes
-        to the SQLite metadata database beside the scheduler and can find it locked: retry."""
+        marks a finished one complete a little after its last run, so wait for that (and, on SQLite,
+        a metadata database locked by the scheduler)."""
         deadline = time.time() + timeout
         while True:
             done = subprocess.run(
@@ -159,10 +160,23 @@ class Airflow:
 
 
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory):
+def metadata_db():
+    """Airflow's metadata database as a deployment keeps it: PostgreSQL, a cluster of its own on
+    127.0.0.1 (``etl.devtools.postgres``), removed afterwards."""
+    from etl.devtools import postgres
+
+    server = postgres.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def airflow(tmp_path_factory, metadata_db):
     tmp = tmp_path_factory.mktemp("standalone")
     af = Airflow(tmp)
     af.env["ETL_MODEL_FILE"] = str(MODEL)
+    af.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = metadata_db.url
+    af.metadata_db = metadata_db
     # The customer's stream for two intervals (the load DAG's run, the stream's), the product's
     # and the orders' for the first (the backfill, the fact's run).
     for entity, seconds in (("customer", 1200), ("product", 600), ("orders", 600)):
@@ -206,6 +220,24 @@ def running(af: Airflow, dag_ids):
         if hasattr(af, "pgid"):
             with pytest.raises(ProcessLookupError):
                 os.killpg(af.pgid, 0)
+
+
+def test_the_dimensions_runs_ran_at_once_with_their_state_in_postgres(airflow):
+    """The deployed shape (docs/deployment.md, "Airflow"): the metadata database is PostgreSQL
+    (the runs are rows there), and the LocalExecutor ran the customer's and the product's loads
+    of one interval side by side (parallelism 2), each entity under its own lock."""
+    windows = {}
+    for dag_id in ("etl_load_customer", "etl_load_product"):
+        run = airflow.wait_until_finished(dag_id, 1)[0]
+        task = airflow.api(f"/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances/ingest_load_validate")
+        windows[dag_id] = (when(task["start_date"]), when(task["end_date"]))
+    (a0, a1), (b0, b1) = windows.values()
+    assert a0 < b1 and b0 < a1, windows  # the two loads overlapped
+    import sqlalchemy
+
+    with sqlalchemy.create_engine(airflow.metadata_db.url).connect() as db:
+        runs = dict(db.execute(sqlalchemy.text("SELECT dag_id, count(*) FROM dag_run GROUP BY dag_id")).all())
+    assert runs.get("etl_load_customer", 0) >= 1 and runs.get("etl_load_product", 0) >= 1, runs
 
 
 def test_the_admin_password_is_private_and_not_in_the_log(airflow):

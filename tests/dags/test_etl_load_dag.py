@@ -166,6 +166,9 @@ MODELS = {
     "shop": ("examples/shop/model.toml", {}),
     "facts": ("tests/models/facts/orders.toml", {"ETL_DIMENSION_POKE_SECONDS": "5"}),
     "kafka": ("examples/shop/kafka.toml", {}),
+    # a warehouse on S3 whose store settings (keys among them) are in a file the DAGs never read
+    "s3": ("examples/shop/model.toml", {"ETL_WAREHOUSE_ROOT": "s3a://bucket/warehouse", "ETL_META_ROOT": "/shared/meta",
+                                        "ETL_SPARK_PROPERTIES_FILE": "/etc/etl/s3a.properties"}),
 }
 
 
@@ -184,6 +187,7 @@ def parsed_models(home: str) -> dict[str, dict]:
         "'senses': {t.task_id: [t.external_dag_id, t.external_task_id, t.mode, t.soft_fail, t.poke_interval, t.timeout] for t in d.tasks if hasattr(t, 'external_dag_id')},"
         "'strategy': d.params.get_param('join_strategy').value if 'join_strategy' in d.params else None,"
         "'packages': {t.task_id: (getattr(t, 'conf', None) or {}).get('spark.jars.packages') for t in d.tasks if getattr(t, 'conf', None)},"
+        "'properties': {t.task_id: t.properties_file for t in d.tasks if hasattr(t, 'properties_file')},"
         "'tags': sorted(d.tags)} for d in bag.dags.values()}}\n"
         "    for key in settings: os.environ.pop(key)\n"
         "print(json.dumps(result))"
@@ -245,3 +249,15 @@ def test_a_model_reading_kafka_topics_gets_the_same_dags_with_spark_kafka_source
     packages = [p for d in dags.values() for p in d["packages"].values()]
     assert packages and all(kafka_package() in p.split(",") for p in packages)
 
+
+
+def test_a_warehouse_on_s3_gets_the_same_dags_with_the_s3a_connector_and_the_site_s_properties_file(tmp_path_factory):
+    """ETL_WAREHOUSE_ROOT=s3a://... (docs/deployment.md): every Spark task fetches the S3A
+    connector and hands spark-submit the site's properties file by its path (its values, keys
+    among them, stay out of the DAG: the file does not even exist where the DAGs are parsed)."""
+    dags = dags_of_model("s3", tmp_path_factory)
+    assert {d: {t: set(n) for t, n in v["graph"].items()} for d, v in dags.items()} == SHOP_GRAPHS
+    properties = {(d, t): f for d, v in dags.items() for t, f in v["properties"].items()}
+    assert len(properties) == 18 and set(properties.values()) == {"/etc/etl/s3a.properties"}  # 3 entities x 6 Spark tasks
+    packages = [p for d in dags.values() for p in d["packages"].values()]
+    assert len(packages) == 18 and all("org.apache.hadoop:hadoop-aws:3.5.0" in p.split(",") for p in packages)

@@ -232,3 +232,54 @@ def test_without_a_javac_drivers_keep_hadoop_s_local_file_system_and_set_up_says
     assert spark_module.make_local_fs_jar(cfg) is None
     assert "no javac" in capsys.readouterr().err
     assert "spark.hadoop.fs.file.impl" not in spark_conf(cfg)
+
+
+def test_an_s3a_warehouse_fetches_the_s3a_connector_of_pyspark_s_hadoop_and_only_then(tmp_path):
+    from etl.core.spark_conf import AWS_SDK_OF_HADOOP, pyspark_hadoop_version
+
+    hadoop = pyspark_hadoop_version()
+    assert hadoop == "3.5.0"  # pyspark 4.2.0's client jars: a new pin must name its S3A connector's SDK
+    local = EtlConfig(spark_jars_dir=str(tmp_path))
+    assert "hadoop-aws" not in spark_conf(local)["spark.jars.packages"]
+    on_s3 = EtlConfig(warehouse_root="s3a://bucket/wh", meta_root=str(tmp_path), spark_jars_dir=str(tmp_path))
+    sdk = AWS_SDK_OF_HADOOP[hadoop]
+    assert spark_conf(on_s3)["spark.jars.packages"].split(",") == [
+        delta_package(), f"org.apache.hadoop:hadoop-aws:{hadoop}", f"software.amazon.awssdk:s3:{sdk}",
+        f"software.amazon.awssdk:s3-transfer-manager:{sdk}", f"software.amazon.awssdk:sts:{sdk}"]
+    assert "software.amazon.awssdk:bundle" in spark_conf(on_s3)["spark.jars.excludes"]
+    own = on_s3.replace(object_store_packages="org.apache.hadoop:hadoop-aws:3.5.0, io.delta:delta-storage-s3-dynamodb:4.4.0")
+    assert spark_conf(own)["spark.jars.packages"].split(",")[1:] == [
+        "org.apache.hadoop:hadoop-aws:3.5.0", "io.delta:delta-storage-s3-dynamodb:4.4.0"]
+
+
+def test_an_unknown_hadoop_asks_for_the_object_store_packages(tmp_path, monkeypatch):
+    from etl.core import spark_conf as module
+    from etl.core.config import ConfigError
+
+    monkeypatch.setattr(module, "pyspark_hadoop_version", lambda: "9.9.9")
+    on_s3 = EtlConfig(warehouse_root="s3a://bucket/wh", meta_root=str(tmp_path), spark_jars_dir=str(tmp_path))
+    with pytest.raises(ConfigError, match=r"pyspark's Hadoop \(9.9.9\).*object_store_packages"):
+        spark_conf(on_s3)
+    assert "hadoop-aws:9.9.9" in spark_conf(on_s3.replace(object_store_packages="org.apache.hadoop:hadoop-aws:9.9.9"))[
+        "spark.jars.packages"]
+
+
+def test_a_spark_properties_file_adds_spark_settings_and_refuses_others_and_the_job_s_own(tmp_path):
+    from etl.core.config import ConfigError
+    from etl.core.spark_conf import spark_properties
+
+    path = tmp_path / "s3a.properties"
+    path.write_text("# the store\nspark.hadoop.fs.s3a.endpoint = http://minio:9000\n"
+                    "spark.hadoop.fs.s3a.secret.key=s3cr3t\\=x\n")
+    cfg = EtlConfig(spark_properties_file=str(path))
+    assert spark_properties(cfg) == {"spark.hadoop.fs.s3a.endpoint": "http://minio:9000",
+                                     "spark.hadoop.fs.s3a.secret.key": "s3cr3t=x"}
+    assert spark_properties(EtlConfig()) == {}
+    with pytest.raises(ConfigError, match="no such file"):
+        spark_properties(EtlConfig(spark_properties_file=str(tmp_path / "missing")))
+    path.write_text("fs.s3a.endpoint=http://minio:9000\n")
+    with pytest.raises(ConfigError, match="fs.s3a.endpoint is not a Spark setting"):
+        spark_properties(cfg)
+    path.write_text("spark.jars.packages=org.example:evil:1\n")
+    with pytest.raises(ConfigError, match="spark.jars.packages is the job's own"):
+        spark_properties(cfg)

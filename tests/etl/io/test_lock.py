@@ -208,3 +208,35 @@ def test_a_holder_learns_whether_anyone_held_the_lock_since_its_own_last_hold(tm
     with LoadLock(tmp_path, "stream") as sixth:
         assert sixth.previous is None
     assert sorted(p.name for p in tmp_path.iterdir()) == [HOLDER_NAME]  # no lock, no temp file left
+
+
+def test_an_ingest_into_an_object_store_waits_for_maintenance_to_release_the_lock(tmp_path):
+    """Delta's S3 log store lets one driver at a time commit to a table: the ingest, whose tables
+    maintenance compacts under the lock, takes it too there (before reading anything)."""
+    from etl import jobs
+    from etl.core.config import EtlConfig
+    from tests.helpers import T0
+    from etl.core.interval import Interval
+    from datetime import timedelta
+
+    cfg = EtlConfig(warehouse_root="s3a://bucket/wh", meta_root=str(tmp_path / "meta"),
+                    landing_root=str(tmp_path / "landing"), runs_root=str(tmp_path / "runs"))
+    (tmp_path / "meta").mkdir()
+    with LoadLock(cfg.meta_path, "maintenance (optimize)"):
+        with pytest.raises(WarehouseLocked, match="maintenance"):
+            jobs.ingest(None, cfg, Interval(T0, T0 + timedelta(minutes=5)))
+
+
+def test_an_ingest_s_lock_leaves_the_last_holder_s_token_so_the_stream_keeps_its_state(tmp_path):
+    """The always-on loader keeps its state between pieces only when nobody held the lock in
+    between (its token still there); an ingest's lock (object stores) changes nothing it keeps."""
+    with LoadLock(tmp_path, "stream's load step") as stream:
+        pass
+    with LoadLock(tmp_path, "ingest of pieces", records_holder=False):
+        pass
+    with LoadLock(tmp_path, "stream's next load step") as again:
+        assert again.previous == stream.token
+    with LoadLock(tmp_path, "maintenance"):
+        pass
+    with LoadLock(tmp_path, "stream's next load step") as after_maintenance:
+        assert after_maintenance.previous != again.token

@@ -35,6 +35,11 @@ def test_gate_passes_and_builds_data_docs(spark, loaded):
     assert all(r["expected"] == r["actual"] for r in summary["conservation"])
     assert data_docs_index(loaded).is_file()
     assert jobs.report(loaded, RUN)["validation"] == "passed"
+    # GX persists every frame it validates: left cached, a later read of the table in this session
+    # would be answered from the cache, blind to what another driver committed since.
+    cache = spark._jsparkSession.sharedState().cacheManager()
+    for name in ("key_map", "customer_current"):
+        assert not cache.lookupCachedData(read(spark, loaded, name)._jdf).isDefined(), name
 
 
 def test_gate_fails_when_a_surrogate_key_is_given_twice(spark, loaded):

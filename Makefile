@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup demo demo-shop test test-gate test-pure test-fast test-spark test-e2e test-slow simulate benchmark benchmark-stream benchmark-stream-piece benchmark-delay-targets benchmark-object-store benchmark-targets benchmark-facts crash-matrix airflow-start airflow-stop clean
+.PHONY: setup demo demo-shop test test-gate test-pure test-fast test-spark test-e2e test-slow test-compose simulate benchmark benchmark-stream benchmark-stream-piece benchmark-delay-targets benchmark-object-store benchmark-targets benchmark-facts crash-matrix airflow-start airflow-stop clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh etl/io/jvm/NioLocalFileSystem.java
 	@scripts/setup.sh $(VENV)
@@ -38,6 +38,9 @@ test-slow: setup  ## the slow tier: random SIGKILLs of whole runs (3 strategies)
 	ETL_CRASH_REPORT=var/random-kills.json $(PY) -m pytest -m slow $(PYTEST_ARGS)
 	ETL_FUZZ_TREES=12 ETL_FUZZ_REPORT=var/fuzz.json $(PY) -m pytest tests/etl/test_ingest_fuzz.py $(PYTEST_ARGS)
 
+test-compose:  ## docker/compose.yaml up for real on images built here (docker/compose.offline.yaml): one load DAG run through the REST API, the tables read, then down -v (heavy; needs a Docker engine and `docker compose`; docs/deployment.md)
+	@scripts/compose_test.sh
+
 simulate: setup  ## the thesis's Figures 6.5-6.13 from the simulator (about 9 minutes)
 	$(VENV)/bin/etl simulate figures --out docs/results/simulator
 
@@ -68,9 +71,10 @@ benchmark-facts: setup  ## a fact stream against a 20 M-key dimension, the looku
 benchmark: setup  ## the four strategies and the hand-written baseline in Spark at several rates (small size: about 30 minutes)
 	$(PY) -m benchmarks.strategies --size small --out docs/results/strategies
 
-crash-matrix: setup  ## SIGKILL at every commit point of every strategy, in chains, with each batch applied at once and with the MERGEs at the run's end (about 30 minutes on a quiet 2-core machine)
+crash-matrix: setup  ## SIGKILL at every commit point of every strategy, in chains, with each batch applied at once, with the MERGEs at the run's end, and with each apply beside the next batch's decisions (about 30 minutes a mode on a quiet 2-core machine)
 	ETL_CRASH_MATRIX=chain ETL_CRASH_REPORT=var/crash-matrix.json $(PY) -m pytest -m "not slow" tests/etl/test_crash.py $(PYTEST_ARGS)
 	ETL_CRASH_MATRIX=chain ETL_CRASH_APPLY_INTERVAL=3600 ETL_CRASH_REPORT=var/crash-matrix-deferred.json $(PY) -m pytest -m "not slow" tests/etl/test_crash.py $(PYTEST_ARGS)
+	ETL_CRASH_MATRIX=chain ETL_CRASH_APPLY_INTERVAL=0.001 ETL_CRASH_REPORT=var/crash-matrix-beside.json $(PY) -m pytest -m "not slow" tests/etl/test_crash.py $(PYTEST_ARGS)
 
 airflow-start: setup  ## Airflow standalone on http://127.0.0.1:8080 (SQLite, this project's DAGs)
 	@scripts/airflow.sh start

@@ -84,9 +84,7 @@ def main() -> None:
                      spark_shuffle_partitions=2, key_domain=args.keys, micro_batch_seconds=60,
                      schedule=f"*/{args.run_minutes} * * * *", spark_packages=",".join(s3a_packages()))
     spark = build_spark_session(base, app_name="bench-object-store", master="local[2]")
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    for key, value in server.spark_settings().items():
-        hadoop.set(key[len("spark.hadoop."):], value)
+    server.configure(spark)
     rows = []
     try:
         runs = [Interval(T0 + timedelta(minutes=i * args.run_minutes), T0 + timedelta(minutes=(i + 1) * args.run_minutes))

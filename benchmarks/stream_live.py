@@ -118,8 +118,14 @@ def unloaded(spark, cfg: EtlConfig, landing: Path | None, stopped_at: datetime) 
     return {"updates": int(row[0]), "waited_s": (row[1] or 0) / 1e6}
 
 
+def _flag(value: str) -> bool:
+    if value.lower() not in ("true", "false"):
+        raise SystemExit(f"bad mode setting value {value!r}: true or false")
+    return value.lower() == "true"
+
+
 MODE_SETTINGS = {"piece_seconds": int, "apply_interval_seconds": float, "micro_batch_seconds": int,
-                 "stream_grace_seconds": float, "block_factor": int, "sizes": str}
+                 "stream_grace_seconds": float, "block_factor": int, "sizes": str, "apply_concurrently": _flag}
 # ``sizes``: the partitioned join's wait buffer and n_invoke, one trigger interval of arrivals
 # (``window``, the default: benchmarks.report.partitioned_settings) or derived from the memory as a
 # run derives them unless set (``derived``: etl.core.sizing).

@@ -66,12 +66,8 @@ def s3_store(spark, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("s3")
     server = s3_server.start(root / "server", buckets=("warehouse",))
-    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
-    settings = server.spark_settings()
-    for key, value in settings.items():
-        hadoop.set(key[len("spark.hadoop."):], value)
-    server.properties_file = root / "s3a.properties"
-    server.properties_file.write_text("".join(f"{k}={v}\n" for k, v in settings.items()))
+    server.configure(spark)
+    server.properties_file = server.write_properties(root / "s3a.properties")
     yield server
     server.stop()
 

@@ -109,6 +109,10 @@ class EtlConfig:
     # the oldest has waited apply_interval_seconds (0: each batch as it is logged), at a run's end,
     # and by whoever takes the load lock next (docs/decisions/coalesced-apply.md).
     apply_interval_seconds: float = 0.0
+    # Those MERGEs run in a thread beside the next batches' decisions and write-ahead commits
+    # (which read key_map pinned at the version the apply started from, with the logged batches
+    # merged over it), waited for before the load lock is given up; false: in turn, between them.
+    apply_concurrently: bool = True
     sources: tuple[str, ...] = ()  # empty: accept any source_id
     max_record_bytes: int = 65536
     max_rejected_fraction: float = 1.0  # a run whose rejected share exceeds this fails

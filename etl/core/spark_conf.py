@@ -252,6 +252,7 @@ JVM_OUTPUT_TO_STDERR = "-XX:+DisplayVMOutputToStderr -Xlog:disable -Xlog:all=war
 # The drivers' Spark log unless ``verbose``: warnings and errors, without start-up notes and the
 # known harmless messages the file names. Spark's own default profile otherwise.
 QUIET_LOG4J = Path(__file__).with_name("log4j2-quiet.properties")
+SCHEDULER_POOLS = Path(__file__).with_name("scheduler-pools.xml")
 
 
 def log_option(cfg: EtlConfig) -> str:
@@ -291,6 +292,11 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, cfg.spark_shuffle_partitions)),
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "true",
+        # The coalesced apply's MERGEs run in a thread of their own beside the next batches'
+        # decisions (etl.load.protocol): fair sharing between the threads' pools, so a decision's
+        # small jobs are not queued behind a MERGE's stages (one thread: the same order as FIFO).
+        "spark.scheduler.mode": "FAIR",
+        "spark.scheduler.allocation.file": SCHEDULER_POOLS.as_uri(),
         # PySpark 4 records the Python call site of every Column and DataFrame call for its error
         # messages: a walk of the Python stack and ~8 Py4J round trips each, 3.4 ms per F.col()
         # here, most of a batch's driver time (docs/decisions/python-call-sites.md). With

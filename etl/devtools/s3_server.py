@@ -39,6 +39,19 @@ class S3Server(ServerProcess):
         """The S3A settings that point Spark at this server (docs/deployment.md has a real store's)."""
         return s3a_settings(self.endpoint, ACCESS_KEY, SECRET_KEY)
 
+    def configure(self, spark) -> None:
+        """Point a running session's S3A connector at this server (a session built before the
+        server started: the ``spark.hadoop.`` settings, set on its Hadoop configuration)."""
+        hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+        for key, value in self.spark_settings().items():
+            hadoop.set(key[len("spark.hadoop."):], value)
+
+    def write_properties(self, path: Path) -> Path:
+        """The same settings as a Java properties file, for a driver of its own (setting
+        ``spark_properties_file``)."""
+        path.write_text("".join(f"{k}={v}\n" for k, v in self.spark_settings().items()))
+        return path
+
 
 def s3a_settings(endpoint: str, access_key: str, secret_key: str, region: str = "us-east-1") -> dict[str, str]:
     """Spark settings of an S3-compatible store at ``endpoint`` with static keys: path-style

@@ -110,6 +110,10 @@ class DeltaTables(Tables):
     def version(self, name: str) -> int:
         return int(self.delta_table(name).history(1).select("version").first()[0])
 
+    def pinned(self, name: str) -> DataFrame:
+        """The table's current version, read at that version by every later action (time travel)."""
+        return self.spark.read.format("delta").option("versionAsOf", self.version(name)).load(self.path(name))
+
     def append(self, df: DataFrame, name: str) -> None:
         """A plain append. A batch's rows are written once in steady state (its ``batch_seq`` is new
         under the load lock), so they carry no Delta ``txnAppId``/``txnVersion``: that marker made a

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 import zipfile
@@ -129,20 +130,41 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
     return session
 
 
+# Runtime SQL settings are the session's, shared by its threads: the coalesced apply runs beside
+# the next batches' decisions (etl.load.protocol), each block setting the same values. Per key, the
+# value before the first of the blocks open is put back when the last one ends, not when each
+# ends (two overlapping blocks restoring their own "before" would leave the other's value behind).
+_SETTINGS_GUARD = threading.Lock()
+_OPEN_SETTINGS: dict[tuple[int, str], list] = {}  # (session, key) -> [value before, blocks open]
+
+
 @contextmanager
 def sql_settings(spark, settings: dict[str, str]):
-    """Run a block with these runtime SQL settings, then put back what was there before."""
-    before = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
+    """Run a block with these runtime SQL settings, then put back what was there before (once no
+    other thread's block holds the same key)."""
+    session = id(spark)
+    with _SETTINGS_GUARD:
+        for key, value in settings.items():
+            held = _OPEN_SETTINGS.get((session, key))
+            if held is None:
+                _OPEN_SETTINGS[(session, key)] = [spark.conf.get(key, None), 1]
+            else:
+                held[1] += 1
+            spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key, value in before.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
+        with _SETTINGS_GUARD:
+            for key in settings:
+                held = _OPEN_SETTINGS[(session, key)]
+                held[1] -= 1
+                if held[1]:
+                    continue
+                del _OPEN_SETTINGS[(session, key)]
+                if held[0] is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, held[0])
 
 
 def make_class_archive(cfg: EtlConfig, again: bool = False, timeout: float = 900) -> Path | None:

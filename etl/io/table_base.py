@@ -117,6 +117,12 @@ class Tables(ABC):
                                               else F.lit(None).cast(f.dataType).alias(f.name) for f in view.schema.fields]))
         return df
 
+    def pinned(self, name: str) -> DataFrame:
+        """Table ``name`` as it is now, for every later action, while a write of it goes on beside
+        (what the decisions read while the coalesced apply MERGEs ``key_map``). This store's reads
+        are the rows of their moment already; Delta's read the latest version at each action."""
+        return self.read(name)
+
     def conform(self, df: DataFrame, name: str) -> DataFrame:
         return conform(df, name, self.entity)
 

@@ -67,7 +67,7 @@ class Loader:
         # this loader's own last call (``_locked``).
         self._done: set[int] | None = None
         self._alone = False
-        self._strategy_tables = TailReads(self.tables, self.tail)
+        self._strategy_tables = TailReads(self.tables, self.protocol.key_map_layers)
         # A fact's dimensions, which its batches' keys are looked up in (and inferred members
         # committed to) before its own join: each served by a session of its own.
         self.references = (References(cfg, {n: Loader(spark, cfg.for_entity(n)) for n in cfg.entity_model.dimensions})
@@ -137,6 +137,7 @@ class Loader:
             self.ledger.forget()
             settle_pending_layout(self.spark, self.cfg)
             layout = load_layout(self.cfg, self.spec.new_layout)
+            self.protocol.finish_apply(quiet=True)
             self.tail.clear()
             if self.strategy is None or layout != self.layout:
                 self._use(layout)
@@ -198,13 +199,18 @@ class Loader:
             self._left_open_under = None
             if not self._alone:
                 self.ledger.forget()  # others may have loaded since this loader last held the lock
+            failed = True
             try:
                 self._prepare(interval.run_key)
                 result = body()
+                failed = False
                 if self._open_run is not None:
                     self._left_open_under = lock.token
                 return result
             finally:
+                # An apply beside the decisions never outlives the lock (a step that failed with
+                # one in flight: it is waited for, its batches stay logged for recovery).
+                self.protocol.finish_apply(quiet=failed)
                 self.protocol.lock = None
 
     def _load(self, interval: Interval, progress=None, closed_windows: int | None = None,
@@ -254,6 +260,8 @@ class Loader:
             # inferred-member batch per dimension), held: every batch is a slice of them.
             todo_rows = source.where(F.col("batch_index").isin(todo))
             source = self.references.resolve(todo_rows, interval.run_key, max(todo)).localCheckpoint(eager=True)
+        if todo and self.protocol.tail_due():
+            self.protocol.start_apply()  # beside this step's decisions (apply_concurrently)
         for n, index in enumerate(todo, 1):
             started = time.time()
             batch = source.where(f"batch_index = {index}").drop("run_key", "batch_index")
@@ -264,7 +272,10 @@ class Loader:
                 progress(f"batch {n}/{len(todo)} (index {index}) committed")
         self._release_held(groups, done, everything=final)
         if not final:
-            if self.protocol.tail_due():
+            self.protocol.finish_apply()
+            # A tail left due by a step that decided nothing waits for the next step that decides
+            # (to be applied beside it), unless it is overdue (no input for a while).
+            if self.protocol.tail_due(overdue=True):
                 self.protocol.apply_tail()
             self._open_run = (interval.run_key, self.ledger.state()[0])
             return result

@@ -13,7 +13,10 @@ with ``batch_seq`` 0 (``NO_BATCH``). A released batch, in ``CommitProtocol.commi
    changes nothing. With ``apply_interval_seconds`` 0 at once; otherwise several logged batches
    together (``apply_tail``), off the delay path (``etl.load.tail``: the join reads ``key_map`` with
    the logged tail merged over it meanwhile), once the oldest has waited that long and at the
-   run's end;
+   run's end; with ``apply_concurrently`` in a thread beside the next batches' decisions
+   (``start_apply``, ``finish_apply``: the join reads ``key_map`` pinned at the version the apply
+   started from, with the batches being applied and those logged since merged over it), waited
+   for before the load lock is given up;
 4. **recover** (``recover``), before anything else runs under the lock: a crash leaves either
    nothing (step 2 not committed: the batch is decided again from the same state) or logged
    batches, which are applied from the log. Batches are applied in order and ``key_map`` last, so a
@@ -31,6 +34,7 @@ from __future__ import annotations
 import logging
 import time
 
+from pyspark import InheritableThread
 from pyspark.sql import functions as F
 
 from etl.core.delays import batch_delays
@@ -59,8 +63,12 @@ class CommitProtocol:
         self.cfg = cfg
         self.tables = tables
         self.ledger = Ledger(tables)
-        # Logged batches not applied yet (apply_interval_seconds > 0).
+        # Logged batches not applied yet (apply_interval_seconds > 0), and those being applied
+        # beside the next decisions (apply_concurrently), with key_map as that apply found it.
         self.tail = LoggedTail()
+        self.applying: LoggedTail | None = None
+        self._beside: _Beside | None = None
+        self._pinned_key_map = None
         self.strategy = self.layout = self.segment_of = None
         self.lock = None
 
@@ -115,7 +123,7 @@ class CommitProtocol:
             if not deferred:
                 decided.unpersist()
         if deferred and self.tail_due():
-            self.apply_tail()
+            self.start_apply()
         return result
 
     def decide(self, joined, run_key: str, batch_index: int, batch_seq: int, next_key: int):
@@ -179,20 +187,79 @@ class CommitProtocol:
                 changes.unpersist()
         return visible_at
 
-    def tail_due(self) -> bool:
-        return bool(self.tail) and self.tail.age_s() >= self.cfg.apply_interval_seconds
+    def tail_due(self, overdue: bool = False) -> bool:
+        """The logged tail's oldest batch has waited ``apply_interval_seconds`` (``overdue``: twice
+        that, when applies run beside the decisions and wait for a step that decides)."""
+        wait = self.cfg.apply_interval_seconds * (2 if overdue and self.cfg.apply_concurrently else 1)
+        return bool(self.tail) and self.tail.age_s() >= wait
+
+    def key_map_layers(self):
+        """What the join reads ``key_map`` as (``etl.load.tail.TailReads``): with an apply in
+        flight, the version it started from with its batches and the ones logged since merged
+        over it (its MERGE may commit between two reads of one decision: a read of the latest
+        version would hold its new keys twice); otherwise the latest version and the tail."""
+        if self.applying is None:
+            return None, [self.tail]
+        return self._pinned_key_map, [self.applying, self.tail]
+
+    def start_apply(self) -> None:
+        """Step 3 for the logged tail, begun: with ``apply_concurrently`` its MERGEs run in a thread
+        of their own (Spark's pool ``apply``, shared fairly with the decisions') while the next
+        batches are decided and logged, which read ``key_map`` pinned (``key_map_layers``); one
+        apply at a time, in order. The caller waits for it (``finish_apply``) before it gives up
+        the load lock. Without ``apply_concurrently``, applied at once."""
+        if not self.cfg.apply_concurrently:
+            self.apply_tail()
+            return
+        if self.applying is not None or not self.tail:
+            return
+        if self.lock is not None:
+            self.lock.verify()
+        self._pinned_key_map = self.tables.pinned("key_map")
+        applying, self.tail = self.tail, LoggedTail()
+        self.applying = applying
+
+        def merge() -> tuple[float, float]:
+            self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", "apply")
+            return self._apply_rows(applying), time.time()
+
+        self._beside = _Beside(merge)
+
+    def finish_apply(self, quiet: bool = False) -> None:
+        """Wait for the apply in flight, if any: its batches' results say when they became visible,
+        and its tail is forgotten, applied. If it failed, forgotten too (its batches are logged:
+        the error ends the caller's step, and the run is taken up again as after a restart, whose
+        recovery applies them from the log); ``quiet``: the caller is failing already, the apply's
+        error is logged instead of raised."""
+        if self.applying is None:
+            return
+        applying, beside = self.applying, self._beside
+        try:
+            visible_at, applied_at = beside.wait()
+            applying.applied(visible_at, applied_at)
+        except Exception:
+            if not quiet:
+                raise
+            logger.exception("the logged tail's apply beside the decisions failed (recovery applies it from the log)")
+        finally:
+            applying.clear()
+            self.applying = self._beside = self._pinned_key_map = None
 
     def apply_tail(self) -> None:
-        """Step 3 for the logged tail: every logged, unapplied batch of this loader, by one MERGE
-        per table (``etl.load.tail``)."""
+        """Step 3 for the logged tail, now: after the apply in flight, every logged, unapplied
+        batch of this loader, by one MERGE per table (``etl.load.tail``)."""
+        self.finish_apply()
         if not self.tail:
             return
         if self.lock is not None:
             self.lock.verify()
-        visible_at = self.apply(self.tail.outcomes(), self.tail.segments(), self.tail.new_keys(), held=True, fold=False,
-                                several_batches=len(self.tail.batches) > 1, changes=self.tail.changes())
+        visible_at = self._apply_rows(self.tail)
         self.tail.applied(visible_at, time.time())
         self.tail.clear()
+
+    def _apply_rows(self, tail: LoggedTail) -> float:
+        return self.apply(tail.outcomes(), tail.segments(), tail.new_keys(), held=True, fold=False,
+                          several_batches=len(tail.batches) > 1, changes=tail.changes())
 
     # ------------------------------------------------------------------ step 4
 
@@ -268,3 +335,26 @@ class CommitProtocol:
         result = step.result()
         result.recovered = True
         return result
+
+
+class _Beside:
+    """A call in a thread of its own that inherits the caller's Spark local properties (PySpark's
+    ``InheritableThread``); ``wait`` returns its result or raises its error."""
+
+    def __init__(self, call) -> None:
+        self._call = call
+        self._result = self._error = None
+        self._thread = InheritableThread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._result = self._call()
+        except BaseException as exc:  # handed to the waiting caller
+            self._error = exc
+
+    def wait(self):
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._result

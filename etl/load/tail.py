@@ -92,18 +92,24 @@ class LoggedTail:
 
 
 class TailReads:
-    """The loader's table handle as its strategy sees it: ``key_map`` with the tail merged over it
-    on read; everything else the handle's own."""
+    """The loader's table handle as its strategy sees it: ``key_map`` with the logged tail merged
+    over it on read; everything else the handle's own. ``layers()`` says what to read: ``key_map``
+    pinned at the version an apply in flight started from (or ``None``: the latest), and the tails
+    to merge over it, oldest first (the one being applied, then the one logged since)."""
 
-    def __init__(self, tables, tail: LoggedTail) -> None:
+    def __init__(self, tables, layers) -> None:
         self._tables = tables
-        self._tail = tail
+        self._layers = layers
 
     def read(self, name: str) -> DataFrame:
-        df = self._tables.read(name)
-        if name != "key_map" or not self._tail:
-            return df
-        return key_map_on_read(df, self._tail.changes())
+        if name != "key_map":
+            return self._tables.read(name)
+        pinned, tails = self._layers()
+        df = pinned if pinned is not None else self._tables.read(name)
+        for tail in tails:
+            if tail:
+                df = key_map_on_read(df, tail.changes())
+        return df
 
     def __getattr__(self, name: str):
         return getattr(self._tables, name)

@@ -49,9 +49,10 @@ QUICK = [
 ]
 FULL = [(s, p) for s, points in POINTS.items() for p in points] + [("native", p) for p in faults.INGEST_POINTS]
 MATRIX = os.environ.get("ETL_CRASH_MATRIX", "")
-# The killed loads' apply_interval_seconds (make crash-matrix runs 0 and 3600: the MERGEs of a run
-# at its end, several logged batches unapplied at each kill before); the reference applies each
-# batch as it is logged.
+# The killed loads' apply_interval_seconds (make crash-matrix runs 0; 3600: the MERGEs of a run
+# at its end, several logged batches unapplied at each kill before; and 0.001: each logged batch's
+# MERGEs in a thread beside the next batch's decisions, apply_concurrently, so the kills at the
+# MERGEs' points fall in that thread); the reference applies each batch as it is logged.
 APPLY_INTERVAL = float(os.environ.get("ETL_CRASH_APPLY_INTERVAL", "0"))
 
 

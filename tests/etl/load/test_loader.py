@@ -302,6 +302,55 @@ def test_batches_logged_ahead_of_their_merges_are_applied_together_and_recovered
         assert decided.where("count > 1").count() == 0, point
 
 
+def test_the_logged_tail_is_applied_beside_the_next_decisions_which_read_key_map_as_that_apply_found_it(
+        spark, cfg, tmp_path, monkeypatch):
+    """``apply_concurrently``: the logged tail's MERGEs run in a thread of their own while the next
+    batch is decided and logged. Held right after its ``key_map`` MERGE committed (the worst
+    moment: the latest ``key_map`` holds the applied batch's new keys, and the tail still merges
+    them over it), the next batch is decided and logged beside it, reading ``key_map`` pinned at
+    the version the apply started from; the tables equal batches applied one by one (read at
+    the latest version, the held batch's new keys would be read twice). On Delta: its reads see
+    the latest version at each action, the in-memory store's are pinned already."""
+    import threading
+
+    import etl.load.ledger as ledger_module
+    import etl.load.protocol as protocol_module
+
+    cfg = cfg.replace(micro_batch_seconds=20, apply_interval_seconds=0.001)  # due as soon as a batch is logged
+    stream(cfg, duration_s=60, key_domain=40)  # keys recur across the run's three batches
+    one = Interval(T0, T0 + timedelta(minutes=1))
+    jobs.ingest(spark, cfg, one)
+    one_by_one = copy_of(cfg, tmp_path, "one-by-one").replace(apply_interval_seconds=0)
+    jobs.load(spark, one_by_one, one)
+
+    merged, released, beside = threading.Event(), threading.Event(), []
+
+    def point(name):
+        if name == "load.key_map_merged" and threading.current_thread() is not threading.main_thread():
+            merged.set()
+            released.wait(120)  # until a batch is logged beside this apply
+        elif name == "load.logged" and merged.is_set() and not released.is_set():
+            beside.append(name)
+            released.set()
+
+    real_decide = protocol_module.CommitProtocol.decide
+
+    def decide(self, *args, **kwargs):
+        if self.applying is not None and not released.is_set():
+            merged.wait(120)  # decided once the apply's key_map MERGE has committed
+        return real_decide(self, *args, **kwargs)
+
+    for module in (protocol_module, ledger_module):
+        monkeypatch.setattr(module, "crash_point", point)
+    monkeypatch.setattr(protocol_module.CommitProtocol, "decide", decide)
+    summary = jobs.load(spark, cfg, one)
+    monkeypatch.undo()
+    assert beside, "no batch was logged while the tail's apply ran"
+    assert summary["batches_committed"] == 3 and summary["batches_visible_unknown"] == 0
+    assert deterministic_tables(spark, cfg) == deterministic_tables(spark, one_by_one)
+    assert spark.conf.get("spark.sql.adaptive.enabled") == "false"  # the session's own, put back by both threads
+
+
 @pytest.mark.memory_tables
 def test_a_batch_the_key_map_first_version_left_between_its_merges_is_applied_again(spark, cfg, tmp_path, monkeypatch):
     """Until 2026-11-27 key_map was merged first: a load of that version cut short after it left

@@ -175,6 +175,10 @@ class EtlConfig:
     # Not in the thesis: a waiting segment is probed once its oldest tuple has waited this many
     # seconds of stream time (bounds the partitioned join's delay tail); 0 = no bound.
     max_wait_s: float = 0.0
+    # Not a parameter of the thesis, whose join runs without end: a run of the partitioned join
+    # starts from where the previous run of its entity ended (its resident segments and decayed
+    # frequencies, kept in meta_root's join_state/) instead of cold; false: every run starts cold.
+    carry_join_state: bool = True
     key_domain: int = 1_000_000  # width of the numeric natural-key domain the slot array covers
     # Granularity marks (H_mark/L_mark), in backlog tuples: the thesis's 100 and 2 blocks of 4 KB
     # holding 64-byte stream tuples.

@@ -264,6 +264,34 @@ class PartitionPolicy:
         """Drop a segment from memory (e.g. it was split or merged by maintenance)."""
         self.resident.pop(segment, None)
 
+    # ------------------------------------------------------------------ carried between runs
+
+    def carried(self) -> dict:
+        """What the next run starts from (issue 47, a warm join): the resident segments and every
+        segment's decayed arrival frequency ``C_k``, as JSON-ready lists."""
+        segments = set(self.freq.closed) | set(self.freq.current)
+        return {
+            "resident": sorted(self.resident),
+            "frequency": [[s, self.freq.value(s)] for s in sorted(segments) if self.freq.value(s) > 1e-9],
+        }
+
+    def warm(self, carried: Mapping, sizes: "SegmentSizes") -> None:
+        """Start a run from the previous run's ``carried()`` instead of cold: its ``C_k`` become the
+        decayed total of closed epochs (a run's boundary closes an epoch, so they decay by ``alpha``
+        when the new run's first epoch closes), and its resident segments are admitted again at
+        their sizes now, highest ``C_m/|P_m|`` first, while the memory holds them (a segment that
+        grew may no longer fit; one maintenance removed is not in ``sizes``). Only a fresh policy
+        is warmed: a run's own decisions come after."""
+        if self.resident or self.freq.seen or self.pending:
+            raise ValueError("only a policy no run has used yet starts warm")
+        freq = {int(s): float(v) for s, v in carried.get("frequency", []) if float(v) > 1e-9}
+        self.freq.closed, self.freq.current = freq, {}
+        known = [int(s) for s in carried.get("resident", []) if int(s) in sizes.tuples]
+        for seg in sorted(known, key=lambda s: (-freq.get(s, 0.0) / max(sizes.bytes(s), 1), s)):
+            size = sizes.bytes(seg)
+            if 0 < size <= self.memory_free:
+                self.resident[seg] = size
+
 
 FINAL_STEP = 2**31 - 1  # last_probe_step of a segment probed by the end-of-run flush
 

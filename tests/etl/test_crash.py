@@ -42,7 +42,8 @@ POINTS = {
     "partitioned-hash": faults.LOAD_POINTS + faults.PARTITIONED_POINTS,
 }
 # The n-th passage of the point: mid-run where the point is passed per batch, else the first.
-ONCE_PER_RUN = {"strategy.snapshot_written", "partitioned.wait_buffer_released", *faults.INGEST_POINTS}
+ONCE_PER_RUN = {"strategy.snapshot_written", "partitioned.join_state_carried", "partitioned.wait_buffer_released",
+                *faults.INGEST_POINTS}
 QUICK = [
     ("partitioned-range", "partitioned.wait_buffer_appended"),
     ("meshjoin", "load.current_merged"),  # between the two MERGEs (key_map's is the last)
@@ -135,9 +136,10 @@ def check(spark, cfg: EtlConfig, strategy: str, want: dict, when: str) -> None:
 
 
 def chain_order(strategy: str) -> list[str]:
-    """The run-start snapshot first, the per-batch points, the end-of-run release last."""
+    """The run-start snapshot first, the per-batch points, the run's end last (the join's state
+    for the next run recorded, then the wait buffer released)."""
     first = [p for p in POINTS[strategy] if p == "strategy.snapshot_written"]
-    last = [p for p in POINTS[strategy] if p == "partitioned.wait_buffer_released"]
+    last = [p for p in POINTS[strategy] if p in ("partitioned.join_state_carried", "partitioned.wait_buffer_released")]
     return first + [p for p in POINTS[strategy] if p not in first + last] + last
 
 

@@ -17,10 +17,19 @@ snapshot), the pure ``policy.replay`` brings the policy to where the uninterrupt
 the wait buffer and the resident copy are filled again from what it names: the pending segments'
 rows of ``ingested_updates`` since they began to wait, the resident segments of ``key_map``.
 Nothing of the join's state is written on a step's delay path.
+
+Between runs the join stays warm (``carry_join_state``): a run's end records its resident
+segments and decayed frequencies (``join_state/<strategy>.json`` under ``meta_root``), the next
+run's start warms its policy from them (``PartitionPolicy.warm``) and keeps what it started from
+in its run snapshot, so a restart replays from the same state. Whichever loader ran the previous
+run (the stream, a scheduled run, a backfill), the tables are the same: the state decides when a
+tuple is joined, never its outcome.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 from functools import reduce
 
@@ -30,6 +39,7 @@ from pyspark.sql import functions as F
 from etl.core.faults import crash_point
 from etl.core.policy import PartitionPolicy, SegmentSizes, StepArrivals, replay
 from etl.core.sizing import configured_sizes, run_sizes, segment_bytes
+from etl.io.files import write_json
 from etl.strategies.base import KEY, JoinStats, JoinStrategy, new_keys_by_segment
 from etl.strategies.partitioned.resident import ResidentSet
 from etl.strategies.partitioned.wait_buffer import WaitBuffer
@@ -47,6 +57,7 @@ class PartitionedJoin(JoinStrategy):
         self.sizes = SegmentSizes({}, 128.0)
         self.resident = ResidentSet(lambda segments: self._with_segment(self._segments(segments)))
         self.run_key = None
+        self._began = None  # the run this object began (or replayed): only its end is carried
         self.wait_buffer = WaitBuffer(self.update_columns)
         self._stats = JoinStats()
         self._pending_bytes_read = 0
@@ -97,7 +108,35 @@ class PartitionedJoin(JoinStrategy):
         data = self._sizes_now()
         rows = sum(data["sizes"].values())
         sizes = configured_sizes(self.cfg, segment_bytes(self.cfg.theta, data["row_bytes"], rows, len(data["sizes"])))
-        return {**data, "n_invoke": sizes.n_invoke, "wait_buffer_tuples": sizes.wait_buffer_tuples}
+        return {**data, "n_invoke": sizes.n_invoke, "wait_buffer_tuples": sizes.wait_buffer_tuples,
+                "carried": self._carried_in()}
+
+    # ------------------------------------------------------------------ carried between runs
+
+    def _carried_path(self):
+        return self.cfg.meta_path / "join_state" / f"{self.name}.json"
+
+    def _layout_id(self) -> str:
+        return hashlib.sha256(self.layout.to_json().encode()).hexdigest()[:16]
+
+    def _carried_in(self) -> dict | None:
+        """The previous run's end state, if it was laid out as key_map is now (a rebalance moves
+        keys between segments: then the run starts cold)."""
+        path = self._carried_path()
+        if not self.cfg.carry_join_state or not path.exists():
+            return None
+        state = json.loads(path.read_text())
+        if state.get("layout") != self._layout_id():
+            log.info("%s: key_map's layout changed since run %s ended: this run starts cold", self.name, state.get("run_key"))
+            return None
+        return {"resident": state["resident"], "frequency": state["frequency"], "run_key": state.get("run_key")}
+
+    def _carry_out(self) -> None:
+        if not self.cfg.carry_join_state or self._began != self.run_key:
+            return  # a run settled after a crash left no policy here: the file keeps the last end's
+        write_json(self._carried_path(), {"layout": self._layout_id(), "run_key": self.run_key, **self.policy.carried()},
+                   indent=None)  # atomic: a crash leaves the previous run's state or this one's
+        crash_point("partitioned.join_state_carried")
 
     def lookup(self, probes):
         """Only the segments the probes fall in are read (partition pruning): a fact's keys cost
@@ -120,6 +159,11 @@ class PartitionedJoin(JoinStrategy):
         self.sizes = SegmentSizes({int(k): v for k, v in data["sizes"].items()}, float(data["row_bytes"]))
         n_invoke, wait_buffer_tuples = run_sizes(data, self.cfg)
         self.policy.size_for_run(n_invoke, wait_buffer_tuples)
+        if data.get("carried"):
+            self.policy.warm(data["carried"], self.sizes)
+            log.info("run %s starts warm from run %s's end: %d resident segments", run_key,
+                     data["carried"].get("run_key"), len(self.policy.resident))
+        self._began = run_key
         log.info("run %s: wait buffer %d tuples, n_invoke %d (docs/partitioned-join.md, \"Sizes derived from the "
                  "memory\")", run_key, wait_buffer_tuples, n_invoke)
 
@@ -222,6 +266,7 @@ class PartitionedJoin(JoinStrategy):
         self.resident.fold(km)
 
     def end(self) -> None:
+        self._carry_out()
         self.wait_buffer.release()
         crash_point("partitioned.wait_buffer_released")  # the run's end: only its snapshot is left
         self.forget_snapshot()

@@ -304,3 +304,64 @@ def test_a_grown_resident_segment_may_push_another_out():
     p.probed(2, sizes.bytes(2))
     assert set(p.resident) == {1, 2}
     assert sizes.grow({2: 12}, p) == [1] and sizes.tuples == {1: 10, 2: 22} and p.resident == {2: 220}
+
+
+# ---------------------------------------------------------------- carried between runs (issue 47)
+
+
+def test_a_run_starts_where_the_previous_one_ended_its_resident_segments_and_frequencies():
+    """The next run's policy, warmed from ``carried()``, joins at once what the previous run held
+    resident, and its frequencies decay on from the previous run's (a run's boundary closes an epoch)."""
+    ended = policy(alpha=0.5, tau=4, memory_budget=250)
+    ended.freq.observe([1, 1, 1, 1, 2, 2, 3])  # epoch 0 closed: C'_1 = 2; current: 2 x2, 3 x1
+    ended.probed(1, 100)
+    ended.probed(2, 100)
+    carried = ended.carried()
+    assert carried == {"resident": [1, 2], "frequency": [[1, 2.0], [2, 2.0], [3, 1.0]]}
+
+    sizes = SegmentSizes({1: 10, 2: 10, 3: 10}, 10.0)
+    nxt = policy(alpha=0.5, tau=4, memory_budget=250)
+    nxt.warm(carried, sizes)
+    assert nxt.resident == {1: 100, 2: 100}
+    assert nxt.route({1: 3, 3: 2}) == ({1}, {3})  # no cold start: segment 1 joins at once
+    assert nxt.freq.value(1) == 2.0
+    nxt.freq.observe_counts({0: {3: 4}})  # the new run's first epoch closes: the carried values decay
+    assert nxt.freq.value(1) == 1.0 and nxt.freq.value(3) == 0.5 * (4 + 1.0)
+
+
+def test_a_warm_start_admits_the_carried_segments_the_memory_holds_now_hottest_per_byte_first():
+    carried = {"resident": [1, 2, 3, 9], "frequency": [[1, 5.0], [2, 9.0], [3, 1.0], [9, 50.0]]}
+    # segment 1 grew since (30 rows), segment 9 is gone (a rebalance merged it away)
+    sizes = SegmentSizes({1: 30, 2: 10, 3: 10}, 10.0)
+    p = policy(memory_budget=250)
+    p.warm(carried, sizes)
+    assert p.resident == {2: 100, 3: 100}  # 2 (0.09/B), 1 (0.017/B: does not fit after 2), then 3 (0.01/B)
+    assert p.freq.value(9) == 50.0  # its frequency is kept: harmless, it has no tuples now
+
+
+def test_only_a_fresh_policy_is_warmed():
+    p = policy()
+    p.route({1: 2})
+    with pytest.raises(ValueError):
+        p.warm({"resident": [], "frequency": []}, SegmentSizes({}, 10.0))
+
+
+def test_a_warm_start_then_a_restart_s_replay_reach_the_live_run_s_state():
+    """A crash mid-run: the restart warms from the same carried state (kept in the run's snapshot)
+    and replays its done steps, ending where the live run stood."""
+    carried = {"resident": [4, 7], "frequency": [[4, 30.0], [7, 12.0], [2, 3.0]]}
+    arrivals = {0: StepArrivals({0: {4: 5, 2: 9}}), 1: StepArrivals({1: {7: 3, 2: 9, 5: 2}})}
+
+    def fresh():
+        p, sizes = policy(n_invoke=15, memory_budget=600), SegmentSizes({s: 20 for s in range(10)}, 10.0)
+        p.warm(carried, sizes)
+        return p, sizes
+
+    live, live_sizes = fresh()
+    for step in (0, 1):
+        live.observe(arrivals[step], step)
+        for seg in live.probes_due():
+            live.probed(seg, live_sizes.bytes(seg), step)
+    restarted, sizes = fresh()
+    replay(restarted, sizes, [0, 1], arrivals, {})
+    assert _state(restarted) == _state(live) and 2 in live.resident  # segment 2 reached n_invoke and was admitted

@@ -3,6 +3,7 @@ memory, on streams chosen to stress them; and a run killed mid-way equals an uni
 The strategies' claims run on tables in the test process's memory (``memory_tables``): their
 Delta reads and commits are test_contract.py's and the crash matrix's."""
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -101,6 +102,61 @@ def test_a_wait_bound_probes_every_overdue_segment_and_stays_exact(spark, cfg):
         assert all(now[i] - arrived < bound for i in waited_through), r  # never pending while overdue
         by_age += r.released > r.batch_index
     assert by_age > 0  # the bound, not the flush, released the waiting updates
+
+
+@pytest.mark.memory_tables
+def test_a_run_starts_warm_from_where_the_previous_run_ended_and_loads_what_cold_runs_load(spark, cfg, tmp_path,
+                                                                                          monkeypatch):
+    """Issue 47: the second run begins with the resident segments the first ended with (no cold
+    start), a run killed right after recording them leaves the next run the same, and the
+    tables are those of runs that each started cold (``carry_join_state = false``)."""
+    from etl.core import faults
+    from etl.strategies.partitioned import join as join_module
+
+    began = {}
+    original = join_module.PartitionedJoin.begin
+
+    def spy(self, run_key, *args, **kwargs):
+        original(self, run_key, *args, **kwargs)
+        began.setdefault(self.cfg.warehouse_root, {})[run_key] = sorted(self.policy.resident)
+
+    monkeypatch.setattr(join_module.PartitionedJoin, "begin", spy)
+    warm = cfg.replace(join_strategy="partitioned-range", **TINY)
+    cold = reference_in_memory(warm, tmp_path / "cold").replace(carry_join_state=False)
+    generate_stream(StreamSpec(start=T0, duration_s=240, rate=6, seed=21, **STREAMS["skewed"]), warm.landing_path)
+    state = warm.meta_path / "join_state" / "partitioned-range.json"
+
+    class Killed(RuntimeError):
+        pass
+
+    def killed_after_carrying(point):
+        if point == "partitioned.join_state_carried":
+            raise Killed(point)
+
+    for c in (warm, cold):
+        for interval in (FIRST, SECOND):
+            jobs.ingest(spark, c, interval)
+            if c is warm and interval is FIRST:  # killed between the two runs: after the state, before the snapshot's removal
+                monkeypatch.setattr(join_module, "crash_point", killed_after_carrying)
+                with pytest.raises(Killed):
+                    jobs.load(spark, c, interval)
+                monkeypatch.setattr(join_module, "crash_point", faults.crash_point)
+                carried = json.loads(state.read_text())
+                jobs.load(spark, c, interval)  # settles the run: its state is left as it was written
+                assert json.loads(state.read_text()) == carried
+            else:
+                jobs.load(spark, c, interval)
+    assert "partitioned.join_state_carried" in faults.PARTITIONED_POINTS
+    assert carried["run_key"] == FIRST.run_key and carried["resident"]
+    assert began[warm.warehouse_root] == {FIRST.run_key: [], SECOND.run_key: carried["resident"]}
+    assert began[cold.warehouse_root] == {FIRST.run_key: [], SECOND.run_key: []}
+    assert not (cold.meta_path / "join_state").exists()
+    for name in ("key_map", "customer_current", "outcome_log"):
+        assert sorted(read(spark, warm, name).collect()) == sorted(read(spark, cold, name).collect()), name
+    # the second run joined in memory at once what the first left resident: fewer probes than cold
+    probes = {c.warehouse_root: sum(m.segments_probed for m in read(spark, c, "join_metrics").collect())
+              for c in (warm, cold)}
+    assert probes[warm.warehouse_root] < probes[cold.warehouse_root], probes
 
 
 # A partitioned run killed mid-way, with and without the wait bound: the loader's recovery on the
@@ -232,7 +288,8 @@ def test_a_segment_admitted_then_evicted_in_one_probe_is_not_kept_in_memory(spar
     from etl.io.layout_store import load_layout
     from etl.strategies import get_strategy
 
-    cfg = cfg.replace(join_strategy="partitioned-range")
+    # Cold runs: each begin below starts from an empty resident set, not from the load's end.
+    cfg = cfg.replace(join_strategy="partitioned-range", carry_join_state=False)
     generate_stream(StreamSpec(start=T0, duration_s=120, rate=6, seed=5, key_domain=400), cfg.landing_path)
     jobs.ingest(spark, cfg, FIRST)
     jobs.load(spark, cfg, FIRST)
@@ -289,7 +346,7 @@ def test_a_probe_that_admits_reads_key_map_once(spark, cfg):
     from etl.io.layout_store import load_layout
     from etl.strategies import get_strategy
 
-    cfg = cfg.replace(join_strategy="partitioned-range")
+    cfg = cfg.replace(join_strategy="partitioned-range", carry_join_state=False)  # a cold begin below
     generate_stream(StreamSpec(start=T0, duration_s=120, rate=6, seed=5, key_domain=400), cfg.landing_path)
     jobs.ingest(spark, cfg, FIRST)
     jobs.load(spark, cfg, FIRST)

@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup demo demo-shop test test-gate test-pure test-fast test-spark test-e2e test-slow simulate benchmark benchmark-stream benchmark-stream-piece benchmark-delay-targets benchmark-object-store benchmark-targets benchmark-facts crash-matrix airflow-start airflow-stop clean
+.PHONY: setup demo demo-shop test test-gate test-pure test-fast test-spark test-e2e test-slow test-compose simulate benchmark benchmark-stream benchmark-stream-piece benchmark-delay-targets benchmark-object-store benchmark-targets benchmark-facts crash-matrix airflow-start airflow-stop clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh etl/io/jvm/NioLocalFileSystem.java
 	@scripts/setup.sh $(VENV)
@@ -37,6 +37,9 @@ test-e2e: setup  ## tier 3, real processes: SIGKILLs, a Spark cluster, Airflow s
 test-slow: setup  ## the slow tier: random SIGKILLs of whole runs (3 strategies), a full disk, 12 fuzzed landing trees, and the end-to-end tests CI cannot afford yet (docs/guarantees.md)
 	ETL_CRASH_REPORT=var/random-kills.json $(PY) -m pytest -m slow $(PYTEST_ARGS)
 	ETL_FUZZ_TREES=12 ETL_FUZZ_REPORT=var/fuzz.json $(PY) -m pytest tests/etl/test_ingest_fuzz.py $(PYTEST_ARGS)
+
+test-compose:  ## docker/compose.yaml up for real on images built here (docker/compose.offline.yaml): one load DAG run through the REST API, the tables read, then down -v (heavy; needs a Docker engine and `docker compose`; docs/deployment.md)
+	@scripts/compose_test.sh
 
 simulate: setup  ## the thesis's Figures 6.5-6.13 from the simulator (about 9 minutes)
 	$(VENV)/bin/etl simulate figures --out docs/results/simulator

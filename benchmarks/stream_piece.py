@@ -35,6 +35,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from datetime import datetime, timedelta, timezone
@@ -60,6 +61,7 @@ CALLS = [
     ("etl.load.loader", "Loader._prepare"), ("etl.load.loader", "Loader._plan"),
     ("etl.load.protocol", "CommitProtocol.decide"), ("etl.load.protocol", "CommitProtocol.log"),
     ("etl.load.protocol", "CommitProtocol.apply"), ("etl.load.protocol", "key_map_changes"),
+    ("etl.load.protocol", "CommitProtocol.finish_apply"),  # a step waiting for the apply beside it
     ("etl.load.protocol", "summarise_outcomes"), ("etl.load.ledger", "Ledger.record"), ("etl.load.ledger", "Ledger.state"),
     ("etl.stream", "Stream._save"), ("etl.stream", "Stream._heartbeat"),
     # The partitioned join's side of a step: its submit, and in it the probes, the wait buffer's
@@ -96,9 +98,11 @@ class Timer:
                 result = real(*args, **kwargs)
                 return result
             finally:
+                # A call in the apply's thread (apply_concurrently) ran beside the step: apart.
+                label_now = label if threading.current_thread() is threading.main_thread() else f"{label} (beside)"
                 if closes_piece and result is not None:  # the updates the load step released
                     self.current["released"] = [float(sum(b.updates_in for b in result.batches)), 0, 0, len(result.batches)]
-                figures = self.current[label]
+                figures = self.current[label_now]
                 figures[0] += time.perf_counter() - t0
                 figures[1] += jobs_started(self.spark) - jobs0
                 figures[2] += delta_commits(self.root) - commits0
@@ -180,25 +184,28 @@ def note(message: str) -> None:
 
 
 def wrap_applies(spark, root: Path, timer: Timer) -> list[dict]:
-    """Each call of ``CommitProtocol.apply_tail`` (the coalesced MERGE pair of the logged tail),
-    with the updates and batches it applied, its seconds, Spark jobs and Delta commits."""
-    real, applies = CommitProtocol.apply_tail, []
+    """Each coalesced MERGE pair of a logged tail (``CommitProtocol._apply_rows``, in turn or in
+    the thread beside the decisions: ``beside``), with the updates and batches it applied, its
+    seconds, Spark jobs and Delta commits (beside, the jobs and commits of the decisions that ran
+    meanwhile are counted too)."""
+    real, applies = CommitProtocol._apply_rows, []
 
     @functools.wraps(real)
-    def timed(self, *args, **kwargs):
-        batches = list(self.tail.batches)
+    def timed(self, tail, *args, **kwargs):
+        batches = list(tail.batches)
         if not batches:
-            return real(self, *args, **kwargs)
+            return real(self, tail, *args, **kwargs)
         jobs0, commits0, t0 = jobs_started(spark), delta_commits(root), time.perf_counter()
         try:
-            return real(self, *args, **kwargs)
+            return real(self, tail, *args, **kwargs)
         finally:
             applies.append({"batches": len(batches), "updates": sum(b.result.updates_in for b in batches),
                             "seconds": round(time.perf_counter() - t0, 3), "jobs": jobs_started(spark) - jobs0,
-                            "commits": delta_commits(root) - commits0})
+                            "commits": delta_commits(root) - commits0,
+                            "beside": threading.current_thread() is not threading.main_thread()})
 
-    CommitProtocol.apply_tail = timed
-    timer.undo.append((CommitProtocol, "apply_tail", real))
+    CommitProtocol._apply_rows = timed
+    timer.undo.append((CommitProtocol, "_apply_rows", real))
     return applies
 
 

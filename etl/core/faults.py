@@ -22,7 +22,7 @@ LOAD_POINTS = (
 PARTITIONED_POINTS = (
     "strategy.snapshot_written",
     "partitioned.wait_buffer_appended",  # a step's waiting tuples held (in memory: lost by the kill)
-    "partitioned.join_state_carried",  # the run's end: what the next run starts from, recorded (issue 47)
+    "partitioned.join_state_carried",  # the run's flush decided: what the next run starts from, recorded (issue 47)
     "partitioned.wait_buffer_released",  # the run's end, before its snapshot is removed
 )
 MESHJOIN_POINTS = ("strategy.snapshot_written",)

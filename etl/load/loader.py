@@ -210,8 +210,10 @@ class Loader:
             finally:
                 # An apply beside the decisions never outlives the lock (a step that failed with
                 # one in flight: it is waited for, its batches stay logged for recovery).
-                self.protocol.finish_apply(quiet=failed)
-                self.protocol.lock = None
+                try:
+                    self.protocol.finish_apply(quiet=failed)
+                finally:
+                    self.protocol.lock = None
 
     def _load(self, interval: Interval, progress=None, closed_windows: int | None = None,
               counts: dict[int, int] | None = None, held: list[HeldWindows] | None = None) -> LoadResult:

@@ -182,3 +182,23 @@ def test_a_kafka_broker_is_an_opt_in_service_the_jobs_point_at(compose):
     for service in ("airflow-scheduler", "etl-stream"):
         assert compose["services"][service]["environment"]["ETL_KAFKA_BOOTSTRAP_SERVERS"] == \
             "${ETL_KAFKA_BOOTSTRAP_SERVERS:-" + advertised + "}"
+
+
+def test_the_offline_path_changes_only_images_and_installs_as_the_dockerfile_does(compose, pins):
+    """docker/compose.offline.yaml (images built here, no registry: `make test-compose`) overrides
+    only the ``image`` of services docker/compose.yaml has, gives every service of the
+    project's image the same offline image, and its Dockerfile installs what docker/Dockerfile
+    does: the same Airflow and Python, the same pip install under constraints.txt, the same paths."""
+    offline = yaml.safe_load((DOCKER / "compose.offline.yaml").read_text())["services"]
+    assert set(offline) <= set(compose["services"])
+    assert all(set(s) == {"image"} for s in offline.values()), offline
+    assert {offline[s]["image"] for s in ETL_IMAGE_SERVICES} == {"active-dw-etl:0.1.0-offline"}
+    text = (DOCKER / "offline" / "etl.Dockerfile").read_text()
+    args = dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
+    assert args["AIRFLOW_VERSION"] == pins["apache-airflow"] and args["PYTHON_VERSION"] == pins["python"]
+    assert re.search(r"pip install .*-c /opt/etl/constraints.txt", text)
+    official = (DOCKER / "Dockerfile").read_text()
+    env = lambda t: set(re.findall(r"\b(ETL_\w+_ROOT=\S+|AIRFLOW__CORE__DAGS_FOLDER=\S+)", t))  # noqa: E731
+    assert env(text) == env(official) and env(text)
+    for part in ("etl", "warehouse", "expectations", "dags"):
+        assert f"COPY --chown=airflow:0 {part} /opt/etl/{part}" in text, part

@@ -18,12 +18,15 @@ the wait buffer and the resident copy are filled again from what it names: the p
 rows of ``ingested_updates`` since they began to wait, the resident segments of ``key_map``.
 Nothing of the join's state is written on a step's delay path.
 
-Between runs the join stays warm (``carry_join_state``): a run's end records its resident
-segments and decayed frequencies (``join_state/<strategy>.json`` under ``meta_root``), the next
-run's start warms its policy from them (``PartitionPolicy.warm``) and keeps what it started from
-in its run snapshot, so a restart replays from the same state. Whichever loader ran the previous
-run (the stream, a scheduled run, a backfill), the tables are the same: the state decides when a
-tuple is joined, never its outcome.
+Between runs the join stays warm (``carry_join_state``): a run's flush, once its probes are
+decided and before its commit, records the resident segments and decayed frequencies
+(``join_state/<strategy>.json`` under ``meta_root``); the next run's start warms its policy from
+them (``PartitionPolicy.warm``) and keeps what it started from in its run snapshot, so a restart
+replays from the same state. Recorded before the flush commits, the state is the same after any
+crash (a restart redoes the flush and records it again), so the same history of runs gives the
+same tables whichever loader ran them (the stream, scheduled runs, a backfill). The state
+decides when a tuple is joined, never its outcome; which batch releases it, and so batch and key
+numbering, may differ from a cold run's, as between strategies.
 """
 
 from __future__ import annotations
@@ -125,17 +128,25 @@ class PartitionedJoin(JoinStrategy):
         path = self._carried_path()
         if not self.cfg.carry_join_state or not path.exists():
             return None
-        state = json.loads(path.read_text())
+        try:
+            state = json.loads(path.read_text())
+            state["resident"], state["frequency"]
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("%s: %s is unreadable (%s): this run starts cold", self.name, path, e)
+            return None
         if state.get("layout") != self._layout_id():
             log.info("%s: key_map's layout changed since run %s ended: this run starts cold", self.name, state.get("run_key"))
             return None
         return {"resident": state["resident"], "frequency": state["frequency"], "run_key": state.get("run_key")}
 
     def _carry_out(self) -> None:
+        """At the flush, its probes decided, before its commit: a crash from here on is restarted
+        by redoing the flush (the same state, recorded again) or, after the commit, by settling
+        the run, which leaves this state as it is."""
         if not self.cfg.carry_join_state or self._began != self.run_key:
-            return  # a run settled after a crash left no policy here: the file keeps the last end's
+            return
         write_json(self._carried_path(), {"layout": self._layout_id(), "run_key": self.run_key, **self.policy.carried()},
-                   indent=None)  # atomic: a crash leaves the previous run's state or this one's
+                   indent=None, durable=True)  # atomic: the previous run's state or this one's
         crash_point("partitioned.join_state_carried")
 
     def lookup(self, probes):
@@ -219,7 +230,9 @@ class PartitionedJoin(JoinStrategy):
         return [release]
 
     def flush(self) -> list:
-        return [self._probe(self.policy.drain(), -1, [])]
+        release = self._probe(self.policy.drain(), -1, [])
+        self._carry_out()  # what the next run starts from, before the flush commits
+        return [release]
 
     def _probe(self, due: list[int], step: int, parts: list):
         """Join the pending tuples of ``due`` with their segments; admit/evict; return the release."""
@@ -266,7 +279,6 @@ class PartitionedJoin(JoinStrategy):
         self.resident.fold(km)
 
     def end(self) -> None:
-        self._carry_out()
         self.wait_buffer.release()
         crash_point("partitioned.wait_buffer_released")  # the run's end: only its snapshot is left
         self.forget_snapshot()

@@ -14,7 +14,7 @@ from etl.core.sizing import configured_sizes, segment_bytes
 from etl.generator import StreamSpec, generate_stream
 from etl.io.tables import open_tables, read
 from etl.load.loader import Loader
-from tests.helpers import assert_equals_oracle, die_after, reference_in_memory
+from tests.helpers import assert_equals_oracle, deterministic_tables, die_after, reference_in_memory
 from warehouse.schemas import TABLES
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
@@ -105,11 +105,13 @@ def test_a_wait_bound_probes_every_overdue_segment_and_stays_exact(spark, cfg):
 
 
 @pytest.mark.memory_tables
-def test_a_run_starts_warm_from_where_the_previous_run_ended_and_loads_what_cold_runs_load(spark, cfg, tmp_path,
-                                                                                          monkeypatch):
+def test_a_run_starts_warm_from_where_the_previous_run_ended_and_crashes_do_not_change_it(spark, cfg, tmp_path,
+                                                                                         monkeypatch):
     """Issue 47: the second run begins with the resident segments the first ended with (no cold
-    start), a run killed right after recording them leaves the next run the same, and the
-    tables are those of runs that each started cold (``carry_join_state = false``)."""
+    start). The same two runs killed at the first one's flush, right after it recorded that state
+    and before it committed, and in the middle of the second (a warm restart), end with the same
+    tables row for row; runs that each start cold (``carry_join_state = false``) decide every
+    update as the reference join does too, with more probes."""
     from etl.core import faults
     from etl.strategies.partitioned import join as join_module
 
@@ -118,42 +120,51 @@ def test_a_run_starts_warm_from_where_the_previous_run_ended_and_loads_what_cold
 
     def spy(self, run_key, *args, **kwargs):
         original(self, run_key, *args, **kwargs)
-        began.setdefault(self.cfg.warehouse_root, {})[run_key] = sorted(self.policy.resident)
+        began.setdefault(self.cfg.warehouse_root, {}).setdefault(run_key, sorted(self.policy.resident))
 
     monkeypatch.setattr(join_module.PartitionedJoin, "begin", spy)
     warm = cfg.replace(join_strategy="partitioned-range", **TINY)
+    killed = reference_in_memory(warm, tmp_path / "killed")
     cold = reference_in_memory(warm, tmp_path / "cold").replace(carry_join_state=False)
     generate_stream(StreamSpec(start=T0, duration_s=240, rate=6, seed=21, **STREAMS["skewed"]), warm.landing_path)
-    state = warm.meta_path / "join_state" / "partitioned-range.json"
+    state = lambda c: json.loads((c.meta_path / "join_state" / "partitioned-range.json").read_text())  # noqa: E731
 
     class Killed(RuntimeError):
         pass
 
-    def killed_after_carrying(point):
+    def killed_after_recording(point):
         if point == "partitioned.join_state_carried":
             raise Killed(point)
 
     for c in (warm, cold):
         for interval in (FIRST, SECOND):
             jobs.ingest(spark, c, interval)
-            if c is warm and interval is FIRST:  # killed between the two runs: after the state, before the snapshot's removal
-                monkeypatch.setattr(join_module, "crash_point", killed_after_carrying)
-                with pytest.raises(Killed):
-                    jobs.load(spark, c, interval)
-                monkeypatch.setattr(join_module, "crash_point", faults.crash_point)
-                carried = json.loads(state.read_text())
-                jobs.load(spark, c, interval)  # settles the run: its state is left as it was written
-                assert json.loads(state.read_text()) == carried
-            else:
-                jobs.load(spark, c, interval)
+            jobs.load(spark, c, interval)
+            if c is warm and interval is FIRST:
+                carried = state(warm)
+    for interval in (FIRST, SECOND):
+        jobs.ingest(spark, killed, interval)
+    monkeypatch.setattr(join_module, "crash_point", killed_after_recording)
+    with pytest.raises(Killed):
+        jobs.load(spark, killed, FIRST)
+    monkeypatch.setattr(join_module, "crash_point", faults.crash_point)
+    jobs.load(spark, killed, FIRST)  # the flush again: the same state recorded again
+    assert state(killed) == carried
+    loader = Loader(spark, killed)
+    die_after(loader, 1, "killed in the middle of the warm run")
+    with pytest.raises(RuntimeError, match="killed"):
+        loader.load(SECOND)
+    jobs.load(spark, killed, SECOND)  # restart: warmed from its snapshot, replayed, goes on
+
     assert "partitioned.join_state_carried" in faults.PARTITIONED_POINTS
     assert carried["run_key"] == FIRST.run_key and carried["resident"]
     assert began[warm.warehouse_root] == {FIRST.run_key: [], SECOND.run_key: carried["resident"]}
+    assert began[killed.warehouse_root][SECOND.run_key] == carried["resident"]
     assert began[cold.warehouse_root] == {FIRST.run_key: [], SECOND.run_key: []}
     assert not (cold.meta_path / "join_state").exists()
-    for name in ("key_map", "customer_current", "outcome_log"):
-        assert sorted(read(spark, warm, name).collect()) == sorted(read(spark, cold, name).collect()), name
-    # the second run joined in memory at once what the first left resident: fewer probes than cold
+    assert deterministic_tables(spark, killed) == deterministic_tables(spark, warm)
+    for c in (warm, cold):
+        assert_equals_oracle(spark, c)
     probes = {c.warehouse_root: sum(m.segments_probed for m in read(spark, c, "join_metrics").collect())
               for c in (warm, cold)}
     assert probes[warm.warehouse_root] < probes[cold.warehouse_root], probes

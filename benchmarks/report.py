@@ -286,13 +286,15 @@ def _released_steps(run: dict) -> list[dict]:
         released = p.get("released", [0])[0]
         if not released:
             continue
-        # The step's own: less an apply in turn (its time, jobs, commits), the wait for an apply
-        # beside it (time), and that apply's jobs and commits (counted by the session meanwhile).
+        # The step's own: less an apply in turn (its time, jobs, commits) and the time it waited
+        # for an apply beside it. That apply's jobs and commits stay in (the session's counters
+        # cannot tell them from the step's, which ran at the same time): a step it overlapped
+        # counts more than its own, and the table gives the median over the steps.
         zero = [0.0, 0, 0, 0]
         step, merge = p["Loader.load_ready"], p.get("CommitProtocol.apply", zero)
-        beside, waited = p.get("CommitProtocol.apply (beside)", zero), p.get("CommitProtocol.finish_apply", zero)
+        waited = p.get("CommitProtocol.finish_apply", zero)
         out.append({"updates": int(released), "seconds": step[0] - merge[0] - waited[0],
-                    "jobs": step[1] - merge[1] - beside[1], "commits": step[2] - merge[2] - beside[2]})
+                    "jobs": step[1] - merge[1], "commits": step[2] - merge[2]})
     return out
 
 

@@ -130,7 +130,8 @@ class PartitionedJoin(JoinStrategy):
             return None
         try:
             state = json.loads(path.read_text())
-            state["resident"], state["frequency"]
+            state["resident"] = [int(seg) for seg in state["resident"]]
+            state["frequency"] = [[int(seg), float(value)] for seg, value in state["frequency"]]
         except (ValueError, KeyError, TypeError) as e:
             log.warning("%s: %s is unreadable (%s): this run starts cold", self.name, path, e)
             return None

@@ -108,10 +108,12 @@ def test_a_wait_bound_probes_every_overdue_segment_and_stays_exact(spark, cfg):
 def test_a_run_starts_warm_from_where_the_previous_run_ended_and_crashes_do_not_change_it(spark, cfg, tmp_path,
                                                                                          monkeypatch):
     """Issue 47: the second run begins with the resident segments the first ended with (no cold
-    start). The same two runs killed at the first one's flush, right after it recorded that state
-    and before it committed, and in the middle of the second (a warm restart), end with the same
-    tables row for row; runs that each start cold (``carry_join_state = false``) decide every
-    update as the reference join does too, with more probes."""
+    start). The same two runs killed at each one's flush, right after it recorded that state and
+    before it committed (the second's restart warms from its run snapshot, not from the state
+    its killed flush wrote), end with the same tables row for row, as does a first run killed
+    after its flush committed (settled: the state it recorded is kept); runs that each start
+    cold (``carry_join_state = false``) decide every update as the reference join does too, with
+    more probes."""
     from etl.core import faults
     from etl.strategies.partitioned import join as join_module
 
@@ -120,11 +122,12 @@ def test_a_run_starts_warm_from_where_the_previous_run_ended_and_crashes_do_not_
 
     def spy(self, run_key, *args, **kwargs):
         original(self, run_key, *args, **kwargs)
-        began.setdefault(self.cfg.warehouse_root, {}).setdefault(run_key, sorted(self.policy.resident))
+        began.setdefault(self.cfg.warehouse_root, {}).setdefault(run_key, []).append(sorted(self.policy.resident))
 
     monkeypatch.setattr(join_module.PartitionedJoin, "begin", spy)
     warm = cfg.replace(join_strategy="partitioned-range", **TINY)
     killed = reference_in_memory(warm, tmp_path / "killed")
+    settled = reference_in_memory(warm, tmp_path / "settled")
     cold = reference_in_memory(warm, tmp_path / "cold").replace(carry_join_state=False)
     generate_stream(StreamSpec(start=T0, duration_s=240, rate=6, seed=21, **STREAMS["skewed"]), warm.landing_path)
     state = lambda c: json.loads((c.meta_path / "join_state" / "partitioned-range.json").read_text())  # noqa: E731
@@ -144,23 +147,41 @@ def test_a_run_starts_warm_from_where_the_previous_run_ended_and_crashes_do_not_
                 carried = state(warm)
     for interval in (FIRST, SECOND):
         jobs.ingest(spark, killed, interval)
-    monkeypatch.setattr(join_module, "crash_point", killed_after_recording)
+    for interval in (FIRST, SECOND):
+        monkeypatch.setattr(join_module, "crash_point", killed_after_recording)
+        with pytest.raises(Killed):
+            jobs.load(spark, killed, interval)
+        monkeypatch.setattr(join_module, "crash_point", faults.crash_point)
+        if interval is FIRST:
+            assert state(killed) == carried
+        else:  # the state its killed flush recorded: its restart must not warm from it
+            assert state(killed)["run_key"] == SECOND.run_key
+        jobs.load(spark, killed, interval)  # warmed from its snapshot, replayed, the flush again
+    assert state(killed) == state(warm)
+
+    # killed after the flush's commit, before the run's end: settling keeps what the flush recorded
+    jobs.ingest(spark, settled, FIRST)
+    real_end, ends = join_module.PartitionedJoin.end, []
+
+    def killed_at_the_end(self):
+        ends.append(1)
+        if len(ends) == 1:
+            raise Killed("end")
+        return real_end(self)
+
+    monkeypatch.setattr(join_module.PartitionedJoin, "end", killed_at_the_end)
     with pytest.raises(Killed):
-        jobs.load(spark, killed, FIRST)
-    monkeypatch.setattr(join_module, "crash_point", faults.crash_point)
-    jobs.load(spark, killed, FIRST)  # the flush again: the same state recorded again
-    assert state(killed) == carried
-    loader = Loader(spark, killed)
-    die_after(loader, 1, "killed in the middle of the warm run")
-    with pytest.raises(RuntimeError, match="killed"):
-        loader.load(SECOND)
-    jobs.load(spark, killed, SECOND)  # restart: warmed from its snapshot, replayed, goes on
+        jobs.load(spark, settled, FIRST)
+    jobs.load(spark, settled, FIRST)
+    assert len(ends) == 2 and state(settled) == carried
 
     assert "partitioned.join_state_carried" in faults.PARTITIONED_POINTS
     assert carried["run_key"] == FIRST.run_key and carried["resident"]
-    assert began[warm.warehouse_root] == {FIRST.run_key: [], SECOND.run_key: carried["resident"]}
-    assert began[killed.warehouse_root][SECOND.run_key] == carried["resident"]
-    assert began[cold.warehouse_root] == {FIRST.run_key: [], SECOND.run_key: []}
+    assert began[warm.warehouse_root] == {FIRST.run_key: [[]], SECOND.run_key: [carried["resident"]]}
+    # the killed second run began warm; its restart (warmed from the snapshot, or else from the
+    # state its killed flush wrote) is held to the uninterrupted run by the state and tables below
+    assert began[killed.warehouse_root][SECOND.run_key][0] == carried["resident"]
+    assert began[cold.warehouse_root] == {FIRST.run_key: [[]], SECOND.run_key: [[]]}
     assert not (cold.meta_path / "join_state").exists()
     assert deterministic_tables(spark, killed) == deterministic_tables(spark, warm)
     for c in (warm, cold):

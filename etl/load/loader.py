@@ -281,8 +281,7 @@ class Loader:
                 self.protocol.apply_tail()
             self._open_run = (interval.run_key, self.ledger.state()[0])
             return result
-        if self.protocol.lock is not None:
-            self.protocol.lock.verify()  # fencing: the flush records the join's state for the next run
+        self.protocol.verify_lock()  # the flush records the join's state for the next run
         for n, joined in enumerate(self.strategy.flush(), 1):
             result.batches.append(self.protocol.commit(interval.run_key, FLUSH_STEP, joined, time.time()))
             if progress:

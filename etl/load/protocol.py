@@ -75,6 +75,11 @@ class CommitProtocol:
     def use(self, strategy, layout) -> None:
         self.strategy, self.layout, self.segment_of = strategy, layout, segment_column(layout)
 
+    def verify_lock(self) -> None:
+        """Fencing: nothing is written after the load lock was taken from this loader."""
+        if self.lock is not None:
+            self.lock.verify()
+
     # ------------------------------------------------------------------ a released batch, steps 1-3
 
     def commit(self, run_key: str, batch_index: int, joined, started: float, kept: dict | None = None,
@@ -91,8 +96,7 @@ class CommitProtocol:
 
     def _commit(self, run_key: str, batch_index: int, joined, started: float, kept: dict | None,
                 apply_now: bool) -> BatchResult:
-        if self.lock is not None:
-            self.lock.verify()  # fencing: never commit after the lock was taken from us
+        self.verify_lock()
         last_seq, next_key = self.ledger.state()
         if joined is None:  # the strategy released nothing at this step: record the step, no batch
             step = Step(run_key, batch_index, NO_BATCH, self.strategy.name, started, time.time(), next_key)
@@ -213,8 +217,7 @@ class CommitProtocol:
             return
         if self.applying is not None or not self.tail:
             return
-        if self.lock is not None:
-            self.lock.verify()
+        self.verify_lock()
         self._pinned_key_map = self.tables.pinned("key_map")
         applying, self.tail = self.tail, LoggedTail()
         self.applying = applying
@@ -251,8 +254,7 @@ class CommitProtocol:
         self.finish_apply()
         if not self.tail:
             return
-        if self.lock is not None:
-            self.lock.verify()
+        self.verify_lock()
         visible_at = self._apply_rows(self.tail)
         self.tail.applied(visible_at, time.time())
         self.tail.clear()

@@ -60,7 +60,7 @@ class PartitionedJoin(JoinStrategy):
         self.sizes = SegmentSizes({}, 128.0)
         self.resident = ResidentSet(lambda segments: self._with_segment(self._segments(segments)))
         self.run_key = None
-        self._began = None  # the run this object began (or replayed): only its end is carried
+        self._began = None  # the run this object began (or replayed): only its flush records the state
         self.wait_buffer = WaitBuffer(self.update_columns)
         self._stats = JoinStats()
         self._pending_bytes_read = 0

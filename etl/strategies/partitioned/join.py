@@ -218,7 +218,9 @@ class PartitionedJoin(JoinStrategy):
     # ------------------------------------------------------------------ one step
 
     def submit(self, batch, batch_index: int) -> list:
-        b = self._with_segment(batch).localCheckpoint(eager=True)
+        # Held by the first job that reads it, the arrivals' count (one job for both); the wait
+        # buffer's part of it and the resident tuples' join read it from memory.
+        b = self._with_segment(batch).localCheckpoint(eager=False)
         joined_segs, waiting_segs = self.policy.observe(self._arrivals(b, self.policy.freq.seen), batch_index)
         if waiting_segs:
             self.wait_buffer.append(b.where(F.col("segment_id").isin(sorted(waiting_segs))), batch_index, waiting_segs)
@@ -226,9 +228,7 @@ class PartitionedJoin(JoinStrategy):
         parts = []
         if joined_segs:
             parts.append(self.resident.join(b.where(F.col("segment_id").isin(sorted(joined_segs))).select(*self.update_columns)))
-        release = self._probe(self.policy.probes_due(), batch_index, parts)
-        b.unpersist()
-        return [release]
+        return [self._probe(self.policy.probes_due(), batch_index, parts)]
 
     def flush(self) -> list:
         release = self._probe(self.policy.drain(), -1, [])
@@ -252,17 +252,21 @@ class PartitionedJoin(JoinStrategy):
                     stats.segments_admitted += 1
                     stats.segments_evicted += len(decision.evicted)
             self.wait_buffer.forget_released(self.policy.last_probe_step)
-            segment_data = self._segments(due)
-            if (set(self.policy.resident) - self.resident.loaded) & set(due):
-                # A segment is admitted: read the probed segments once, for the join and the copy.
-                segment_data = self._with_segment(segment_data).localCheckpoint(eager=True)
-                self.resident.sync(set(self.policy.resident), probed=(set(due), segment_data))
-                segment_data = segment_data.drop("segment_id")
-            else:
-                # A segment admitted early in this loop may be the victim of a later admission.
-                self.resident.sync(set(self.policy.resident))
+            # The probed segments the copy holds are joined from memory; the others are read once,
+            # for the release's join and for the copy of those admitted. That read is held by the
+            # release's own Spark job (committed next, before any apply can start), or at once
+            # when nothing is released. The copy is synced once, after every decision: a segment
+            # admitted early in the loop may be the victim of a later admission.
+            held = sorted(set(due) & self.resident.loaded)
+            rows = [self.resident.rows(held)] if held else []
+            read = sorted(set(due) - set(held))
+            probed = None
+            if read:
+                probed = self._with_segment(self._segments(read)).localCheckpoint(eager=pending is None)
+                rows.append(probed.drop("segment_id"))
+            self.resident.sync(set(self.policy.resident), probed=(set(read), probed) if probed is not None else None)
             if pending is not None:
-                parts.append(pending.join(segment_data, KEY, "left"))
+                parts.append(pending.join(reduce(lambda a, c: a.unionByName(c), rows), KEY, "left"))
         stats.resident_bytes = self.policy.resident_bytes
         stats.wait_buffer_tuples = self.policy.waiting
         self._stats = stats

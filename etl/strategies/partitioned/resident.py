@@ -13,20 +13,31 @@ from pyspark.sql import functions as F
 
 from etl.strategies.base import KEY
 
+MAX_UNHELD_FOLDS = 8
+
 
 class ResidentSet:
     def __init__(self, read_segments: Callable[[list[int]], DataFrame]) -> None:
         self.read_segments = read_segments  # segments -> their key_map lookup rows with segment_id
         self.df: DataFrame | None = None  # key_map rows of exactly the segments in ``loaded``
         self.loaded: set[int] = set()
+        self._unheld = 0  # folds into ``df`` that no Spark job has computed yet
 
     def join(self, tuples: DataFrame) -> DataFrame:
         """``tuples`` of resident segments with their key_map rows (a left join: new keys have none)."""
+        self._unheld = 0  # the release joining the copy is committed next: its job holds the folds
         return tuples.join(self.df.drop("segment_id"), KEY, "left")
+
+    def rows(self, segments: list[int]) -> DataFrame:
+        """The lookup rows of resident ``segments`` (without ``segment_id``), from memory."""
+        self._unheld = 0
+        return self.df.where(F.col("segment_id").isin(segments)).drop("segment_id")
 
     def sync(self, want: set[int], probed: tuple[set[int], DataFrame] | None = None) -> None:
         """Hold exactly ``want``: drop evicted segments, add admitted ones. ``probed`` is (segments,
-        their rows with ``segment_id``) just read by a probe: admitted ones are taken from it."""
+        their rows with ``segment_id``) a probe holds (a local checkpoint its release's job
+        computes): admitted ones are taken from it, without a job of their own; any other is read
+        from key_map and held at once (one Spark job)."""
         if want == self.loaded:
             return
         gone, new = self.loaded - want, sorted(want - self.loaded)
@@ -41,11 +52,17 @@ class ResidentSet:
         if to_read:
             parts.append(self.read_segments(to_read))
         df = reduce(lambda a, b: a.unionByName(b), parts) if parts else None
-        self.df = df.localCheckpoint(eager=True) if df is not None else None
-        self.loaded = set(want)
+        # Read from key_map: held now. Views of what is held already: held by the next job that
+        # reads the copy (one plan again instead of a union growing with every admission).
+        self.df = df.localCheckpoint(eager=bool(to_read)) if df is not None else None
+        self.loaded, self._unheld = set(want), 0
 
     def fold(self, changes: DataFrame) -> None:
-        """A commit's key_map changes (``key_map_changes``) of resident segments, into the copy."""
+        """A commit's key_map changes (``key_map_changes`` of a held batch) of resident segments,
+        into the copy. Held by the next job that reads the copy (the next release's join), not by
+        a job of its own: both inputs are in memory, so the fold computes the same rows whenever
+        it runs. Folds no job has read yet are held at once past ``MAX_UNHELD_FOLDS`` (a plan
+        that grows with every commit)."""
         if not self.loaded:
             return
         changed = changes.where(F.col("segment_id").isin(sorted(self.loaded)))
@@ -57,4 +74,8 @@ class ResidentSet:
             F.greatest(F.col("km_last_source_seq"), F.col("max_source_seq")).alias("km_last_source_seq"),
             "segment_id",
         )
-        self.df = old.join(changed.select(*KEY), KEY, "left_anti").unionByName(updated).localCheckpoint(eager=True)
+        self._unheld += 1
+        eager = self._unheld >= MAX_UNHELD_FOLDS
+        self.df = old.join(changed.select(*KEY), KEY, "left_anti").unionByName(updated).localCheckpoint(eager=eager)
+        if eager:
+            self._unheld = 0

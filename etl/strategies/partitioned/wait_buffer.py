@@ -1,6 +1,7 @@
 """The wait buffer: tuples of segments that are not resident wait here until their segment is
-probed. It is in memory, as the thesis's wait buffer is in join memory: Spark's local checkpoints
-(the executors' block stores; the driver holds their list), and nothing of it is written: every tuple it holds is also a row of the run's
+probed. It is in memory, as the thesis's wait buffer is in join memory: each part a view of its
+step's batch, which the strategy holds as a local checkpoint (the executors' block stores; the
+driver holds their list), and nothing of it is written: every tuple it holds is also a row of the run's
 ``ingested_updates``, and after a restart the policy's replay names the same tuples again (each
 pending segment's rows since the step it began to wait, ``restore``). A durable copy cost a Delta
 append on every step's delay path and a delete at the run's end (issue 46).
@@ -32,8 +33,9 @@ class WaitBuffer:
         self.parts: list[tuple[int, frozenset[int], DataFrame]] = []  # (last step held, segments, rows)
 
     def append(self, tuples: DataFrame, step: int, segments) -> None:
-        """The step's waiting tuples (with ``segment_id``) of ``segments``, held in memory."""
-        rows = tuples.select(*self.columns, F.lit(step).alias("batch_index"), "segment_id").localCheckpoint(eager=True)
+        """The step's waiting tuples (with ``segment_id``) of ``segments``: a view of the step's
+        batch, held in memory by the strategy (a copy of its own cost a Spark job every step)."""
+        rows = tuples.select(*self.columns, F.lit(step).alias("batch_index"), "segment_id")
         self.parts.append((step, frozenset(segments), rows))
         crash_point("partitioned.wait_buffer_appended")
 

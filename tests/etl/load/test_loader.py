@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 import etl
 from benchmarks.measures import delta_commits, jobs_started
@@ -565,13 +566,20 @@ def test_merges_use_deletion_vectors_as_the_setting_says_and_auto_switches_them_
                                ignore_nullable=True)
 
 
-@pytest.mark.parametrize("strategy, deletion_vectors, max_jobs, apply_interval, commits",
-                         [("native", "auto", 25, 0, 3),
-                          pytest.param("native", "on", 42, 0, 3, marks=pytest.mark.slow),  # (slow: issue 44)
-                          ("partitioned-range", "auto", 25, 0, 3),
-                          ("native", "auto", 8, 3600, 1)])  # the MERGEs off the delay path (issue 46)
+# The partitioned join as the thesis runs it: tuples wait, segments are probed when their share
+# reaches n_invoke, and a probe admits a segment into a memory that holds fewer than the 8.
+WAITING = dict(n_invoke=40, tau=50, wait_buffer_tuples=400, memory_budget=15_000)
+
+
+@pytest.mark.parametrize("strategy, deletion_vectors, max_jobs, apply_interval, commits, settings",
+                         [("native", "auto", 25, 0, 3, {}),
+                          pytest.param("native", "on", 42, 0, 3, {}, marks=pytest.mark.slow),  # (slow: issue 44)
+                          ("partitioned-range", "auto", 25, 0, 3, {}),
+                          # the MERGEs off the delay path (issue 46)
+                          ("native", "auto", 8, 3600, 1, {}),
+                          ("partitioned-range", "auto", 8, 3600, 1, WAITING)])
 def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, strategy, deletion_vectors, max_jobs,
-                                                                   apply_interval, commits):
+                                                                   apply_interval, commits, settings):
     """Under the product's settings (adaptive execution on; this test session turns it off), a
     native batch after the first costs at most ``max_jobs`` Spark jobs, counted between two
     committed batches. Its commit runs without adaptive execution (``COMMIT_SQL_SETTINGS``: 60
@@ -585,10 +593,14 @@ def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, st
     off the delay path (``apply_interval_seconds``), a batch is one Delta commit, its write-ahead
     one, and at most 8 jobs: decided without adaptive execution and without planning its join
     with key_map twice, one held tail aggregate (docs/decisions/coalesced-apply.md,
-    commit-without-adaptive-execution.md)."""
+    commit-without-adaptive-execution.md). So is a partitioned batch whose tuples wait and whose
+    probes admit a segment (``WAITING``): its batch is held by the job that counts its arrivals,
+    its waiting tuples are a view of it, the probed segments are read once, by the release's own
+    job, for the join and the copy of those admitted, and a commit's changes are folded into the
+    copy by the next job that reads it (docs/partitioned-join.md, "Spark jobs a step")."""
     if deletion_vectors == "on":
         cfg = cfg.replace(warehouse_root=str(cfg.warehouse_path.parent / "with-vectors"), deletion_vectors="on")
-    cfg = cfg.replace(join_strategy=strategy, n_invoke=1, apply_interval_seconds=apply_interval)
+    cfg = cfg.replace(join_strategy=strategy, n_invoke=1, apply_interval_seconds=apply_interval).replace(**settings)
     run = Interval(T0, T0 + timedelta(minutes=4))
     stream(cfg, duration_s=240)
     jobs.ingest(spark, cfg, run)
@@ -601,6 +613,10 @@ def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, st
     assert read(spark, cfg, "batch_ledger").where("batch_index >= 0 AND batch_seq = 0").count() == 0
     steady = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(marks[1:], marks[2:])]
     assert max(j for j, _ in steady) <= max_jobs and {c for _, c in steady} == {commits}, steady
+    if settings:  # the steps counted waited, probed and admitted
+        counted = read(spark, cfg, "batch_ledger").where("batch_index IN (2, 3)").agg(
+            F.min("wait_buffer_tuples"), F.min("segments_probed"), F.sum("segments_admitted")).first()
+        assert counted[0] > 0 and counted[1] > 0 and counted[2] > 0, counted
     assert spark.conf.get("spark.sql.adaptive.enabled") == "false"  # the session's own, put back
 
 

@@ -113,6 +113,10 @@ class EtlConfig:
     # (which read key_map pinned at the version the apply started from, with the logged batches
     # merged over it), waited for before the load lock is given up; false: in turn, between them.
     apply_concurrently: bool = True
+    # A table service after each coalesced apply (apply_interval_seconds above 0): a key_map
+    # segment left with more files than this is compacted into one, under the load lock
+    # (etl/core/services.py; 0: off, compaction is the maintenance DAG's).
+    key_map_files_per_segment: int = 2
     sources: tuple[str, ...] = ()  # empty: accept any source_id
     max_record_bytes: int = 65536
     max_rejected_fraction: float = 1.0  # a run whose rejected share exceeds this fails
@@ -325,6 +329,7 @@ def _validate(cfg: EtlConfig) -> None:
     need(0 < cfg.r_wb <= 1, "r_wb", "must be in (0, 1]")
     need(cfg.rho >= 0, "rho", "must be >= 0")
     need(cfg.stream_grace_seconds >= 0, "stream_grace_seconds", "must be >= 0")
+    need(cfg.key_map_files_per_segment >= 0, "key_map_files_per_segment", "must be >= 0 (0: no compaction between batches)")
     need(cfg.apply_interval_seconds >= 0, "apply_interval_seconds", "must be >= 0 (0: each batch applied as it is logged)")
     need(cfg.piece_seconds in PIECE_SECONDS, "piece_seconds",
          f"must divide a minute: one of {', '.join(map(str, PIECE_SECONDS))}")

@@ -25,6 +25,8 @@ PARTITIONED_POINTS = (
     "partitioned.join_state_carried",  # the run's flush decided: what the next run starts from, recorded (issue 47)
     "partitioned.wait_buffer_released",  # the run's end, before its snapshot is removed
 )
+# After a coalesced apply (apply_interval_seconds above 0): a table service committed (issue 47).
+SERVICE_POINTS = ("services.key_map_compacted",)
 MESHJOIN_POINTS = ("strategy.snapshot_written",)
 INGEST_POINTS = ("ingest.ingested_written", "ingest.rejected_written")
 

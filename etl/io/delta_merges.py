@@ -106,3 +106,11 @@ def merge_by_rules(table: DeltaTable, changes: DataFrame, rules: merge_rules.Mer
     else:
         merge = merge.whenNotMatchedInsertAll(condition=rules.insert_when)
     merge.execute()
+
+
+def compact_segments(table: DeltaTable, segments: list[int]) -> None:
+    """The files of each of ``segments`` (a ``segment_id``-partitioned table) rewritten as one
+    (Delta's OPTIMIZE of those partitions: one commit that changes no row, so a reader of an older
+    version, time travel included, still reads the files it listed)."""
+    if segments:
+        table.optimize().where(f"segment_id IN ({', '.join(str(int(s)) for s in sorted(segments))})").executeCompaction()

@@ -8,6 +8,7 @@ from pathlib import Path
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame
 
+from etl.core import services
 from etl.io import delta_merges
 from etl.io.table_base import Tables
 from warehouse.schemas import tables
@@ -128,6 +129,12 @@ class DeltaTables(Tables):
 
     def merge_key_map(self, changes: DataFrame, segments: list[int] | None = None) -> None:
         delta_merges.merge_key_map(self.delta_table("key_map"), changes, segments)
+
+    def files_per_segment(self, name: str) -> dict[int, int]:
+        return services.files_per_segment(self._table(name).inputFiles())
+
+    def compact_segments(self, name: str, segments: list[int]) -> None:
+        delta_merges.compact_segments(self.delta_table(name), segments)
 
     def merge_current(self, state: DataFrame, held: bool = False) -> None:
         delta_merges.merge_current(self.delta_table(self.entity.table), state, held=held, entity=self.entity)

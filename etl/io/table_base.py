@@ -84,6 +84,14 @@ class Tables(ABC):
         """Delta's: switch deletion vectors on for the MERGE targets grown large enough."""
         return []
 
+    def files_per_segment(self, name: str) -> dict[int, int]:
+        """Data files per ``segment_id`` of a partitioned table's current version (Delta's; a
+        store without files has none)."""
+        return {}
+
+    def compact_segments(self, name: str, segments: list[int]) -> None:
+        """Each segment's files rewritten as one, no row changed (Delta's; nothing to do without files)."""
+
     # ------------------------------------------------------------------ shared
 
     def ensure(self) -> list[str]:

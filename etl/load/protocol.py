@@ -16,7 +16,9 @@ with ``batch_seq`` 0 (``NO_BATCH``). A released batch, in ``CommitProtocol.commi
    run's end; with ``apply_concurrently`` in a thread beside the next batches' decisions
    (``start_apply``, ``finish_apply``: the join reads ``key_map`` pinned at the version the apply
    started from, with the batches being applied and those logged since merged over it), waited
-   for before the load lock is given up;
+   for before the load lock is given up. After a coalesced apply, in its thread, the table
+   services (``table_services``): key_map's segments above ``key_map_files_per_segment`` files
+   compacted, a commit that changes no row (docs/decisions/table-services.md);
 4. **recover** (``recover``), before anything else runs under the lock: a crash leaves either
    nothing (step 2 not committed: the batch is decided again from the same state) or logged
    batches, which are applied from the log. Batches are applied in order and ``key_map`` last, so a
@@ -39,6 +41,7 @@ from pyspark.sql import functions as F
 
 from etl.core.delays import batch_delays
 from etl.core.faults import crash_point
+from etl.core.services import segments_to_compact
 from etl.core.spark_conf import COMMIT_SQL_SETTINGS
 from etl.io.runs import run_owner
 from etl.io.spark import sql_settings
@@ -224,7 +227,9 @@ class CommitProtocol:
 
         def merge() -> tuple[float, float]:
             self.spark.sparkContext.setLocalProperty("spark.scheduler.pool", "apply")
-            return self._apply_rows(applying), time.time()
+            visible_at, applied_at = self._apply_rows(applying), time.time()
+            self.table_services()
+            return visible_at, applied_at
 
         self._beside = _Beside(merge)
 
@@ -258,10 +263,34 @@ class CommitProtocol:
         visible_at = self._apply_rows(self.tail)
         self.tail.applied(visible_at, time.time())
         self.tail.clear()
+        self.table_services()
 
     def _apply_rows(self, tail: LoggedTail) -> float:
         return self.apply(tail.outcomes(), tail.segments(), tail.new_keys(), held=True, fold=False,
                           several_batches=len(tail.batches) > 1, changes=tail.changes())
+
+    def table_services(self) -> list[int]:
+        """Between batches, after a coalesced apply (in its thread when it runs beside the
+        decisions, which read key_map pinned: a compaction changes no row and removes no file
+        they list): the key_map segments above ``key_map_files_per_segment`` files compacted,
+        in one commit, under the lock (``etl.core.services``). Returns them. A failed compaction
+        fails nothing: the batches before it are applied, and the next apply plans it again."""
+        limit = self.cfg.key_map_files_per_segment
+        if limit <= 0:
+            return []
+        self.verify_lock()  # a loader whose lock was taken over stops here, as before a commit
+        try:
+            due = segments_to_compact(self.tables.files_per_segment("key_map"), limit)
+            if not due:
+                return []
+            started = time.time()
+            self.tables.compact_segments("key_map", due)
+        except Exception as e:  # noqa: BLE001 - the batches are applied; the next apply tries again
+            logger.warning("key_map's compaction failed (%s); the next apply plans it again", e)
+            return []
+        crash_point("services.key_map_compacted")
+        logger.info("key_map: %d segment(s) above %d files compacted in %.1f s", len(due), limit, time.time() - started)
+        return due
 
     # ------------------------------------------------------------------ step 4
 

@@ -21,7 +21,7 @@ class ResidentSet:
         self.read_segments = read_segments  # segments -> their key_map lookup rows with segment_id
         self.df: DataFrame | None = None  # key_map rows of exactly the segments in ``loaded``
         self.loaded: set[int] = set()
-        self._unheld = 0  # folds into ``df`` that no Spark job has computed yet
+        self._unheld = 0  # copies (folds, syncs) of ``df`` that no Spark job has computed yet
 
     def join(self, tuples: DataFrame) -> DataFrame:
         """``tuples`` of resident segments with their key_map rows (a left join: new keys have none)."""
@@ -54,8 +54,8 @@ class ResidentSet:
         df = reduce(lambda a, b: a.unionByName(b), parts) if parts else None
         # Read from key_map: held now. Views of what is held already: held by the next job that
         # reads the copy (one plan again instead of a union growing with every admission).
-        self.df = df.localCheckpoint(eager=bool(to_read)) if df is not None else None
-        self.loaded, self._unheld = set(want), 0
+        self.df = self._held(df, at_once=bool(to_read)) if df is not None else None
+        self.loaded = set(want)
 
     def fold(self, changes: DataFrame) -> None:
         """A commit's key_map changes (``key_map_changes`` of a held batch) of resident segments,
@@ -74,8 +74,14 @@ class ResidentSet:
             F.greatest(F.col("km_last_source_seq"), F.col("max_source_seq")).alias("km_last_source_seq"),
             "segment_id",
         )
+        self.df = self._held(old.join(changed.select(*KEY), KEY, "left_anti").unionByName(updated))
+
+    def _held(self, df: DataFrame, at_once: bool = False) -> DataFrame:
+        """``df`` as a local checkpoint: computed now (``at_once``, or past ``MAX_UNHELD_FOLDS``
+        copies no job has computed yet, each a step of lineage more), else by the next job that
+        reads it."""
         self._unheld += 1
-        eager = self._unheld >= MAX_UNHELD_FOLDS
-        self.df = old.join(changed.select(*KEY), KEY, "left_anti").unionByName(updated).localCheckpoint(eager=eager)
-        if eager:
+        at_once = at_once or self._unheld >= MAX_UNHELD_FOLDS
+        if at_once:
             self._unheld = 0
+        return df.localCheckpoint(eager=at_once)

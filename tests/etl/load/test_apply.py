@@ -212,6 +212,33 @@ def test_the_key_map_merge_reads_only_the_segments_the_batch_touches(spark, tmp_
 
 
 
+def test_compacting_segments_leaves_one_file_in_each_named_segment_and_changes_no_row(spark, tmp_path):
+    """A segment's files after three appends become one; another segment keeps its files; the
+    rows are the same, and the version before the compaction still reads (a pinned reader's)."""
+    from etl.core.services import files_per_segment
+    from etl.io.delta_merges import compact_segments
+
+    path = str(tmp_path / "km")
+    for batch in range(3):  # three MERGE-like appends: a file more in each segment each time
+        rows = [(f"k{s}-{batch}-{i}", batch * 10 + i, s) for s in range(2) for i in range(2)]
+        spark.createDataFrame(rows, "natural_key string, surrogate_key long, segment_id int").coalesce(1) \
+            .write.format("delta").mode("append").partitionBy("segment_id").save(path)
+    table = DeltaTable.forPath(spark, path)
+    before_version = table.history(1).first().version
+    before = spark.read.format("delta").load(path)
+    before = spark.createDataFrame(before.collect(), before.schema)
+    assert files_per_segment(spark.read.format("delta").load(path).inputFiles()) == {0: 3, 1: 3}
+
+    compact_segments(table, [1])
+
+    after = spark.read.format("delta").load(path)
+    assert files_per_segment(after.inputFiles()) == {0: 3, 1: 1}
+    assert_df_equality(after, before, ignore_row_order=True, ignore_nullable=True)
+    pinned = spark.read.format("delta").option("versionAsOf", before_version).load(path)
+    assert_df_equality(pinned, before, ignore_row_order=True, ignore_nullable=True)
+    assert table.history(1).first().operation == "OPTIMIZE"
+
+
 
 HISTORY_MODEL = """
 [entities.account]

@@ -352,6 +352,37 @@ def test_the_logged_tail_is_applied_beside_the_next_decisions_which_read_key_map
     assert spark.conf.get("spark.sql.adaptive.enabled") == "false"  # the session's own, put back by both threads
 
 
+def test_coalesced_applies_compact_key_map_segments_between_batches_and_change_no_row(spark, cfg, tmp_path):
+    """The table service after each coalesced apply (issue 47): every batch applied beside the
+    next one's decisions, key_map's segments end with at most ``key_map_files_per_segment``
+    files (the same MERGEs without the service leave more), by OPTIMIZE commits of the segments
+    above it, and the warehouse is the one the MERGEs alone give."""
+    from delta.tables import DeltaTable
+
+    from etl.core.services import files_per_segment
+
+    # With deletion vectors a MERGE marks rows and adds files (below deletion_vectors_from_bytes it
+    # rewrites every file it touches, and a segment's count barely grows), as at full size.
+    cfg = cfg.replace(warehouse_root=str(cfg.warehouse_path.parent / "with-vectors"), deletion_vectors="on",
+                      micro_batch_seconds=20, apply_interval_seconds=0.001,  # each batch applied beside the next
+                      key_map_files_per_segment=1)  # this stream's MERGEs leave 2 files a segment
+    run = Interval(T0, T0 + timedelta(minutes=3))
+    stream(cfg, duration_s=180)
+    jobs.ingest(spark, cfg, run)
+    without = copy_of(cfg, tmp_path, "without-services").replace(key_map_files_per_segment=0)
+    jobs.load(spark, without, run)
+    jobs.load(spark, cfg, run)
+
+    def files(c):
+        return files_per_segment(read(spark, c, "key_map").inputFiles())
+
+    assert max(files(without).values()) > 1, files(without)
+    assert max(files(cfg).values()) <= cfg.key_map_files_per_segment == 1, files(cfg)
+    history = DeltaTable.forPath(spark, cfg.table_path("key_map")).history()
+    assert history.where("operation = 'OPTIMIZE'").count() >= 1
+    assert deterministic_tables(spark, cfg) == deterministic_tables(spark, without)
+
+
 @pytest.mark.memory_tables
 def test_a_batch_the_key_map_first_version_left_between_its_merges_is_applied_again(spark, cfg, tmp_path, monkeypatch):
     """Until 2026-11-27 key_map was merged first: a load of that version cut short after it left

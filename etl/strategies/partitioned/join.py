@@ -252,26 +252,21 @@ class PartitionedJoin(JoinStrategy):
                     stats.segments_admitted += 1
                     stats.segments_evicted += len(decision.evicted)
             self.wait_buffer.forget_released(self.policy.last_probe_step)
-            # The probed segments the copy holds are joined from memory; the others are read once,
-            # for the release's join and for the copy of those admitted. With an admission that
-            # read is held (a local checkpoint, planned now: its files and the logged tail merged
-            # over them are fixed here) by the release's own Spark job, or at once when nothing
-            # is released; without one it is a plain part of the release. The copy is synced
-            # once, after every decision: a segment admitted early in the loop may be the victim
-            # of a later admission.
-            held = sorted(set(due) & self.resident.loaded)
-            rows = [self.resident.rows(held)] if held and pending is not None else []
-            read = sorted(set(due) - set(held))
-            admitted = (set(self.policy.resident) - self.resident.loaded) & set(read)
+            # The probed segments are read once, for the release's join and for the copy of those
+            # admitted. With an admission that read is held (a local checkpoint, planned now: its
+            # files and the logged tail merged over them are fixed here) by the release's own
+            # Spark job, or at once when nothing is released; without one it is a plain part of
+            # the release. The copy is synced once, after every decision: a segment admitted
+            # early in the loop may be the victim of a later admission.
+            admitted = (set(self.policy.resident) - self.resident.loaded) & set(due)
             probed = None
-            if read and (admitted or pending is not None):
-                probed = self._with_segment(self._segments(read))
+            if admitted or pending is not None:
+                probed = self._with_segment(self._segments(due))
                 if admitted:
                     probed = probed.localCheckpoint(eager=pending is None)
-                rows.append(probed.drop("segment_id"))
-            self.resident.sync(set(self.policy.resident), probed=(set(read), probed) if admitted else None)
+            self.resident.sync(set(self.policy.resident), probed=(set(due), probed) if admitted else None)
             if pending is not None:
-                parts.append(pending.join(reduce(lambda a, c: a.unionByName(c), rows), KEY, "left"))
+                parts.append(pending.join(probed.drop("segment_id"), KEY, "left"))
         stats.resident_bytes = self.policy.resident_bytes
         stats.wait_buffer_tuples = self.policy.waiting
         self._stats = stats

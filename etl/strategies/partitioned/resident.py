@@ -28,11 +28,6 @@ class ResidentSet:
         self._unheld = 0  # the release joining the copy is committed next: its job holds the folds
         return tuples.join(self.df.drop("segment_id"), KEY, "left")
 
-    def rows(self, segments: list[int]) -> DataFrame:
-        """The lookup rows of resident ``segments`` (without ``segment_id``), from memory."""
-        self._unheld = 0
-        return self.df.where(F.col("segment_id").isin(segments)).drop("segment_id")
-
     def sync(self, want: set[int], probed: tuple[set[int], DataFrame] | None = None) -> None:
         """Hold exactly ``want``: drop evicted segments, add admitted ones. ``probed`` is (segments,
         their rows with ``segment_id``) a probe holds (a local checkpoint its release's job

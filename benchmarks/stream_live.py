@@ -33,7 +33,8 @@ memory is a tenth of ``key_map``'s bytes, the partitioned join's wait buffer one
 mode's arrivals (``n_invoke`` an eighth of it; before 2026-11-29 the window of
 ``--micro-batch-seconds``, whatever the mode's; ``tau`` half of it), or with the mode setting
 ``sizes=derived`` the product's defaults: both derived from the memory as a run derives them,
-``tau`` its default (the sizes a run derived are in the result's settings); MESHJOIN's cycle ``--k`` segments: the
+``tau`` its default (the sizes a run derived are in the result's settings); ``max_wait_s=S`` the
+partitioned join's wait bound (docs/decisions/wait-bound.md); MESHJOIN's cycle ``--k`` segments: the
 settings of ``benchmarks.strategies``. A mode that falls behind is stopped ``--deadline-minutes`` after its
 stream's end (the piece being loaded finishes, as on SIGTERM): its delays then cover the loaded
 updates, ``unloaded_at_stop`` counts the others, and ``delay_avg_s_all_at_least`` averages over
@@ -125,7 +126,8 @@ def _flag(value: str) -> bool:
 
 
 MODE_SETTINGS = {"piece_seconds": int, "apply_interval_seconds": float, "micro_batch_seconds": int,
-                 "stream_grace_seconds": float, "block_factor": int, "sizes": str, "apply_concurrently": _flag}
+                 "stream_grace_seconds": float, "block_factor": int, "sizes": str, "apply_concurrently": _flag,
+                 "max_wait_s": float}
 # ``sizes``: the partitioned join's wait buffer and n_invoke, one trigger interval of arrivals
 # (``window``, the default: benchmarks.report.partitioned_settings) or derived from the memory as a
 # run derives them unless set (``derived``: etl.core.sizing).

@@ -18,5 +18,6 @@ def test_a_mode_s_settings_are_typed_and_a_mistyped_one_is_refused_naming_the_ch
     with pytest.raises(SystemExit, match="name=value"):
         mode_settings(["sizes"])
     assert mode_settings(["apply_concurrently=false"]) == {"apply_concurrently": False}
+    assert mode_settings(["max_wait_s=5"]) == {"max_wait_s": 5.0}
     with pytest.raises(SystemExit, match="true or false"):
         mode_settings(["apply_concurrently=no"])

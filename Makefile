@@ -71,10 +71,11 @@ benchmark-facts: setup  ## a fact stream against a 20 M-key dimension, the looku
 benchmark: setup  ## the four strategies and the hand-written baseline in Spark at several rates (small size: about 30 minutes)
 	$(PY) -m benchmarks.strategies --size small --out docs/results/strategies
 
-crash-matrix: setup  ## SIGKILL at every commit point of every strategy, in chains, with each batch applied at once, with the MERGEs at the run's end, and with each apply beside the next batch's decisions (about 30 minutes a mode on a quiet 2-core machine)
+crash-matrix: setup  ## SIGKILL at every commit point of every strategy, in chains, with each batch applied at once, with the MERGEs at the run's end, and with each apply beside the next batch's decisions (about 30 minutes a mode on a quiet 2-core machine), and each strategy killed at the table service's commit point (about 4 minutes)
 	ETL_CRASH_MATRIX=chain ETL_CRASH_REPORT=var/crash-matrix.json $(PY) -m pytest -m "not slow" tests/etl/test_crash.py $(PYTEST_ARGS)
 	ETL_CRASH_MATRIX=chain ETL_CRASH_APPLY_INTERVAL=3600 ETL_CRASH_REPORT=var/crash-matrix-deferred.json $(PY) -m pytest -m "not slow" tests/etl/test_crash.py $(PYTEST_ARGS)
 	ETL_CRASH_MATRIX=chain ETL_CRASH_APPLY_INTERVAL=0.001 ETL_CRASH_REPORT=var/crash-matrix-beside.json $(PY) -m pytest -m "not slow" tests/etl/test_crash.py $(PYTEST_ARGS)
+	ETL_CRASH_MATRIX=full ETL_CRASH_APPLY_INTERVAL=0.001 ETL_CRASH_SERVICES=1 ETL_CRASH_DELETION_VECTORS=on ETL_CRASH_REPORT=var/crash-matrix-services.json $(PY) -m pytest -m "not slow" tests/etl/test_crash.py -k "services" $(PYTEST_ARGS)
 
 airflow-start: setup  ## Airflow standalone on http://127.0.0.1:8080 (SQLite, this project's DAGs)
 	@scripts/airflow.sh start

@@ -127,6 +127,13 @@ def keymap_segment_bytes(spark, cfg: EtlConfig) -> dict[int, int]:
     return sizes
 
 
+def keymap_segment_sizes(spark, cfg: EtlConfig) -> dict[int, int]:
+    """Each key_map segment as the join counts it: its rows times ``cfg.r_bytes``
+    (docs/decisions/sizes-by-rows.md), the unit a benchmark's join memory is given in."""
+    rows = DeltaTable.forPath(spark, cfg.table_path("key_map")).toDF().groupBy("segment_id").count().collect()
+    return {int(r["segment_id"]): int(r["count"]) * cfg.r_bytes for r in rows}
+
+
 def outcome_digest(spark, cfg: EtlConfig, run_key: str) -> dict:
     """The run's decisions as one order-free digest: per update its outcome, reason, whether it
     applies, and the natural key its surrogate key stands for (so runs that numbered new keys

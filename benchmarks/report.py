@@ -274,6 +274,8 @@ def _mode_label(mode: str) -> str:
         label += f", {settings['micro_batch_seconds']}-s windows"
     if settings.get("sizes") == "derived":
         label += ", derived sizes"
+    if float(settings.get("max_wait_s", 0)) > 0:
+        label += f", a {settings['max_wait_s']}-s wait bound"
     return label
 
 

@@ -29,7 +29,7 @@ source (Structured Streaming, default trigger, ``foreachBatch`` MERGEs) on its t
 
 With ``--work DIR`` holding a warehouse seeded by ``benchmarks.strategies --seed-only --work DIR``
 (20 million keys at ``--size full``), each mode loads a copy of it instead of a fresh seed. The join
-memory is a tenth of ``key_map``'s bytes, the partitioned join's wait buffer one window of the
+memory is a tenth of ``key_map`` as the join counts it (its rows, ``r_bytes`` each), the partitioned join's wait buffer one window of the
 mode's arrivals (``n_invoke`` an eighth of it; before 2026-11-29 the window of
 ``--micro-batch-seconds``, whatever the mode's; ``tau`` half of it), or with the mode setting
 ``sizes=derived`` the product's defaults: both derived from the memory as a run derives them,
@@ -55,7 +55,7 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from benchmarks.measures import SEED_RANGE, delta_commits, jobs_started, keymap_segment_bytes, run_sizes, seed_direct, stored_seed
+from benchmarks.measures import SEED_RANGE, delta_commits, jobs_started, keymap_segment_sizes, run_sizes, seed_direct, stored_seed
 from benchmarks import handwritten
 from benchmarks.report import partitioned_settings
 from etl import jobs
@@ -260,7 +260,7 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     start += timedelta(minutes=-start.minute % args.run_minutes)
     if not args.seed:
         seed_direct(spark, cfg, args.keys, Interval(start - timedelta(minutes=args.run_minutes), start))
-    memory_budget = sum(keymap_segment_bytes(spark, cfg).values()) // 10
+    memory_budget = sum(keymap_segment_sizes(spark, cfg).values()) // 10  # a tenth of its rows, as the join counts them
     cfg = cfg.replace(memory_budget=memory_budget, k=args.k,
                       **(partitioned_settings(args.rate, cfg.micro_batch_seconds) if sizes == "window" else {}))
     landing = work / f"landing-{name}"

@@ -41,7 +41,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from benchmarks.measures import delta_commits, jobs_started, keymap_segment_bytes, run_sizes, seed_direct
+from benchmarks.measures import delta_commits, jobs_started, keymap_segment_sizes, run_sizes, seed_direct
 from benchmarks.report import partitioned_settings
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
@@ -137,7 +137,7 @@ def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dic
     seed_direct(spark, cfg, args.keys, Interval(T0 - timedelta(minutes=args.minutes), T0), progress=note)
     note(f"{strategy}: {args.keys} keys seeded in {time.perf_counter() - seeding:.0f} s")
     sizes = partitioned_settings(args.rate, cfg.micro_batch_seconds) if args.sizes == "window" else {}
-    cfg = cfg.replace(memory_budget=sum(keymap_segment_bytes(spark, cfg).values()) // 10, **sizes)
+    cfg = cfg.replace(memory_budget=sum(keymap_segment_sizes(spark, cfg).values()) // 10, **sizes)  # a tenth of its rows
     generate_stream(stream_of(args), cfg.landing_path, piece_seconds=cfg.piece_seconds)
     timer = Timer(spark, cfg.warehouse_path)
     clock = [T0]

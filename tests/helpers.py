@@ -151,7 +151,7 @@ def crash_config(root: Path, landing: Path) -> EtlConfig:
 def crash_settings_json(cfg: EtlConfig) -> str:
     """``--settings-json`` for an `etl` process of the crash harness: ``cfg``'s roots and settings."""
     return settings_json(cfg, ("warehouse_root", "landing_root", "gx_root", "runs_root", "reports_root", "model_file",
-                               "entity", "apply_interval_seconds", *CRASH_SETTINGS))
+                               "entity", "apply_interval_seconds", "key_map_files_per_segment", *CRASH_SETTINGS))
 
 
 def deterministic_tables(spark, cfg, without_inferred: bool = False) -> dict:

@@ -176,6 +176,11 @@ class EtlConfig:
     # S-tuple size: an update's bytes in the unit memory_budget counts key_map in (stored bytes),
     # measured for the default entity by benchmarks.tuple_sizes; an entity with wider rows sets its own
     s_bytes: int = 127
+    # R-tuple size: a key_map row's stored bytes (Table 6.2's R), the unit the partitioned join's
+    # segment sizes and MESHJOIN's cycle count key_map in, by its rows: a run never sizes from the
+    # table's files, which compaction and deletion vectors move, so loaders of one history decide
+    # alike; measured for the default entity by benchmarks.tuple_sizes (76.2 B)
+    r_bytes: int = 76
     # Not in the thesis: a waiting segment is probed once its oldest tuple has waited this many
     # seconds of stream time (bounds the partitioned join's delay tail); 0 = no bound.
     max_wait_s: float = 0.0
@@ -312,6 +317,7 @@ def _validate(cfg: EtlConfig) -> None:
         "d",
         "memory_budget",
         "s_bytes",
+        "r_bytes",
         "key_domain",
         "report_window_seconds",
         "report_slide_seconds",

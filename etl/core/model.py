@@ -109,7 +109,7 @@ MAX_SOURCE_NAME_BYTES = 255 - len("source_id=")
 # The settings an entity may set for its own join (the rest are the warehouse's).
 ENTITY_SETTINGS = (
     "micro_batch_seconds", "max_record_bytes", "max_rejected_fraction", "n_invoke", "r_wb", "alpha", "tau",
-    "rho", "theta", "n_part", "k", "d", "memory_budget", "wait_buffer_tuples", "s_bytes", "max_wait_s", "key_domain",
+    "rho", "theta", "n_part", "k", "d", "memory_budget", "wait_buffer_tuples", "s_bytes", "r_bytes", "max_wait_s", "key_domain",
     "h_mark", "l_mark", "block_factor", "deletion_vectors", "deletion_vectors_from_bytes", "strict_deleted_references",
 )
 _ENTITY_FIELDS = ("kind", "key", "event_id", "attributes", "references", "compare", "sequence", "history", "type1",

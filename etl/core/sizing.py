@@ -3,7 +3,8 @@
 
 The thesis gives the join 40 MB: a 4 MB wait buffer, a read buffer for the segment being probed
 (at most ``2*theta``, 2 MB) and 34 MB for resident segments; ``memory_budget`` is that last part
-(what ``PartitionPolicy`` holds resident segments in, counted in key_map's stored bytes). So:
+(what ``PartitionPolicy`` holds resident segments in, counted as key_map's rows of ``r_bytes``, its
+stored bytes a row: docs/decisions/sizes-by-rows.md). So:
 
 - ``wait_buffer_tuples``: the wait buffer takes Table 6.2's 4 bytes for every 34 of resident
   memory, in waiting tuples of ``s_bytes`` each (an update's stored bytes, the unit the memory is

@@ -89,7 +89,7 @@ class MeshJoin(JoinStrategy):
         def layout_now() -> dict:
             # Rows per partition from the partition column alone (answered from Parquet footers).
             rows = {int(r["segment_id"]): int(r["count"]) for r in self.key_map().groupBy("segment_id").count().collect()}
-            total_bytes = self.tables.bytes("key_map")
+            total_bytes = sum(rows.values()) * self.cfg.r_bytes  # by rows, not files (config.r_bytes)
             ids = sorted(set(self.layout.segments) | set(rows))
             k = disk_segment_count(self.cfg.k, self.cfg.d, total_bytes, len(ids))
             bounds = group_boundaries(ids, rows, k)
@@ -100,7 +100,7 @@ class MeshJoin(JoinStrategy):
                 "k": len(bounds) + 1,
                 "boundaries": bounds,
                 "sizes": {str(p): n for p, n in sizes.items()},
-                "row_bytes": (total_bytes / sum(rows.values())) if rows else 128.0,
+                "row_bytes": float(self.cfg.r_bytes),
             }
 
         data = self.run_snapshot(layout_now)

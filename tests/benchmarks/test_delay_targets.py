@@ -80,3 +80,24 @@ def test_a_step_with_the_merge_pair_beside_it_is_not_charged_the_time_it_waited_
     (m,) = full["measured"]
     assert (m["step_seconds_median"], m["step_jobs_median"], m["step_commits_median"]) == (5.0, 30, 3)
     assert m["merge_pair_per_60_s_median"] == pytest.approx(12.0) and m["met_merge_pair"]
+
+
+def test_a_mode_s_label_names_its_window_sizes_and_wait_bound():
+    from benchmarks.report import _mode_label
+
+    assert _mode_label("stream:partitioned-range:piece_seconds=2:micro_batch_seconds=5:sizes=derived:max_wait_s=5") == (
+        "partitioned-range, 5-s windows, derived sizes, a 5-s wait bound")
+    assert _mode_label("stream:native:micro_batch_seconds=10:max_wait_s=0") == "native, 10-s windows"
+    assert _mode_label("baseline:kafka") == "hand-written baseline"
+
+
+def test_writing_the_table_again_keeps_the_minutes_of_the_benchmarks_not_run_now(tmp_path):
+    import json
+
+    from benchmarks.delay_targets import write_table
+
+    (tmp_path / "targets.json").write_text(json.dumps({"minutes": {"full_size": 7.7, "kafka": 23.0}}))
+    write_table(tmp_path, {"kafka": 28.0 * 60})
+    assert json.loads((tmp_path / "targets.json").read_text())["minutes"] == {"full_size": 7.7, "kafka": 28.0}
+    write_table(tmp_path)  # --table-only
+    assert json.loads((tmp_path / "targets.json").read_text())["minutes"] == {"full_size": 7.7, "kafka": 28.0}

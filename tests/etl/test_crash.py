@@ -7,7 +7,9 @@ restart names its tuples again from the replay); the slow tier adds a MESHJOIN l
 point and random SIGKILLs of whole runs.
 `make crash-matrix` (``ETL_CRASH_MATRIX=chain``) kills each strategy at every one of its commit
 points in turn, each restart resuming what the previous kill left (so recovery is killed too), and
-writes the tally to var/crash-matrix.json (docs/guarantees.md). ``ETL_CRASH_MATRIX=full`` runs every
+writes the tally to var/crash-matrix.json (docs/guarantees.md); then each strategy once at the
+table service's commit point, as independent cases (``ETL_CRASH_MATRIX=full`` with
+``ETL_CRASH_SERVICES=1``), its applies beside the decisions. ``ETL_CRASH_MATRIX=full`` runs every
 point as an independent case instead (about three times longer).
 """
 
@@ -28,7 +30,7 @@ from etl.core.config import EtlConfig
 from etl.generator import StreamSpec, generate_stream
 from tests.helpers import CRASH_RUN as RUN
 from tests.helpers import ROOT, crash_settings_json, reference_in_memory, start_from
-from tests.helpers import crash_config
+from tests.helpers import CRASH_SETTINGS, crash_config
 from tests.helpers import deterministic_tables as tables
 from tests.processes import EtlProcesses, Finished
 from warehouse.schemas import DETERMINISTIC_TABLES
@@ -41,24 +43,37 @@ POINTS = {
     "partitioned-range": faults.LOAD_POINTS + faults.PARTITIONED_POINTS,
     "partitioned-hash": faults.LOAD_POINTS + faults.PARTITIONED_POINTS,
 }
+# The killed loads' apply_interval_seconds (make crash-matrix runs 0; 3600: the MERGEs of a run
+# at its end, several logged batches unapplied at each kill before; and 0.001: each logged batch's
+# MERGEs in a thread beside the next batch's decisions, apply_concurrently, so the kills at the
+# MERGEs' points fall in that thread); the reference applies each batch as it is logged.
+APPLY_INTERVAL = float(os.environ.get("ETL_CRASH_APPLY_INTERVAL", "0"))
+# ``ETL_CRASH_SERVICES=1`` (make crash-matrix's last line): the table service between batches
+# runs after each coalesced apply with a bound of one file a segment, and its commit point is
+# every strategy's too. These small tables pass that bound only with deletion vectors in use
+# (``ETL_CRASH_DELETION_VECTORS=on``: a MERGE then adds files to a segment instead of rewriting
+# them), so a case fails when its load never compacts.
+SERVICES = os.environ.get("ETL_CRASH_SERVICES", "") == "1"
+if SERVICES:
+    if APPLY_INTERVAL <= 0 or CRASH_SETTINGS["deletion_vectors"] != "on":
+        raise RuntimeError("ETL_CRASH_SERVICES=1 needs ETL_CRASH_APPLY_INTERVAL > 0 (the services follow coalesced "
+                           "applies) and ETL_CRASH_DELETION_VECTORS=on (without them these tables never need one)")
+    POINTS = {strategy: points + faults.SERVICE_POINTS for strategy, points in POINTS.items()}
+
 # The n-th passage of the point: mid-run where the point is passed per batch, else the first.
 ONCE_PER_RUN = {"strategy.snapshot_written", "partitioned.join_state_carried", "partitioned.wait_buffer_released",
-                *faults.INGEST_POINTS}
+                *faults.INGEST_POINTS, *faults.SERVICE_POINTS}
 QUICK = [
     ("partitioned-range", "partitioned.wait_buffer_appended"),
     ("meshjoin", "load.current_merged"),  # between the two MERGEs (key_map's is the last)
 ]
 FULL = [(s, p) for s, points in POINTS.items() for p in points] + [("native", p) for p in faults.INGEST_POINTS]
 MATRIX = os.environ.get("ETL_CRASH_MATRIX", "")
-# The killed loads' apply_interval_seconds (make crash-matrix runs 0; 3600: the MERGEs of a run
-# at its end, several logged batches unapplied at each kill before; and 0.001: each logged batch's
-# MERGEs in a thread beside the next batch's decisions, apply_concurrently, so the kills at the
-# MERGEs' points fall in that thread); the reference applies each batch as it is logged.
-APPLY_INTERVAL = float(os.environ.get("ETL_CRASH_APPLY_INTERVAL", "0"))
 
 
 def config(root: Path, landing: Path) -> EtlConfig:
-    return crash_config(root, landing).replace(apply_interval_seconds=APPLY_INTERVAL)
+    return crash_config(root, landing).replace(apply_interval_seconds=APPLY_INTERVAL,
+                                               **({"key_map_files_per_segment": 1} if SERVICES else {}))
 
 CASES = FULL if MATRIX == "full" else [] if MATRIX == "chain" else QUICK
 TALLY: list[dict] = []
@@ -74,6 +89,7 @@ def crash_report():
         out.write_text(json.dumps({
             "mode": MATRIX or "quick",
             "apply_interval_seconds": APPLY_INTERVAL,  # 3600: every batch of a run logged first, applied at its end
+            "services": SERVICES,  # the table service's point in the cases, at one file a segment
             "faults_injected": sum(t["killed"] for t in TALLY),
             "comparisons_with_the_uninterrupted_run": sum(t["rows"] > 0 for t in TALLY),
             "rows_compared": sum(t["rows"] for t in TALLY),

@@ -98,11 +98,13 @@ class PartitionedJoin(JoinStrategy):
     def _sizes_now(self) -> dict:
         # Rows per segment: only the partition column is selected, so Spark answers from the
         # Parquet footers' row counts without reading key_map's data.
+        # A row counts ``r_bytes``, never the table's stored bytes over its rows: those move with
+        # compaction and deletion vectors, so two loaders of one history would size (and so
+        # admit) differently.
         counts = self.key_map().groupBy("segment_id").count().collect()
-        total_rows = sum(int(r["count"]) for r in counts)
         return {
             "sizes": {str(r["segment_id"]): int(r["count"]) for r in counts},
-            "row_bytes": (self.tables.bytes("key_map") / total_rows) if total_rows else 128.0,
+            "row_bytes": float(self.cfg.r_bytes),
         }
 
     def _run_start(self) -> dict:

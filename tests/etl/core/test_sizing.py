@@ -31,9 +31,12 @@ def test_the_full_size_run_s_memory_gets_a_buffer_its_segments_can_fill():
     with the thesis's 64-byte tuples: about the 102 segments the issue counted fit, the buffer is
     more than ten times its 20,000 tuples (where n_invoke 2,500 never fired), and the segments that
     fit fill it each to its threshold."""
-    segment = segment_bytes(8192, 1.51e9 / 20e6, rows=20_000_000, segments=1024)  # the segments as they are
+    # The segments as they are, a row counting r_bytes (1.51 GB over 20 M rows is 75.5 B).
+    segment = segment_bytes(8192, EtlConfig.r_bytes, rows=20_000_000, segments=1024)
     sizes = join_sizes(151 * MB, 64, segment)
     assert 100 <= sizes.resident_segments <= 110
+    # docs/partitioned-join.md's full-size column: the default entity's update size.
+    assert join_sizes(151 * MB, EtlConfig.s_bytes, segment) == JoinSizes(146_674, 106, 1_383)
     assert sizes.wait_buffer_tuples >= 10 * 20_000
     assert sizes.n_invoke * sizes.resident_segments <= sizes.wait_buffer_tuples < (sizes.n_invoke + 1) * sizes.resident_segments
     # Hash segments (n_part of them) are as large as key_map makes them, not theta's.

@@ -599,7 +599,7 @@ def test_merges_use_deletion_vectors_as_the_setting_says_and_auto_switches_them_
 
 # The partitioned join as the thesis runs it: tuples wait, segments are probed when their share
 # reaches n_invoke, and a probe admits a segment into a memory that holds fewer than the 8.
-WAITING = dict(n_invoke=40, tau=50, wait_buffer_tuples=400, memory_budget=15_000)
+WAITING = dict(n_invoke=40, tau=50, wait_buffer_tuples=400, memory_budget=8_000)  # about one segment of 76-B rows
 
 
 @pytest.mark.parametrize("strategy, deletion_vectors, max_jobs, apply_interval, commits, settings",

@@ -333,7 +333,7 @@ def test_a_segment_admitted_then_evicted_in_one_probe_is_not_kept_in_memory(spar
     # key_map's segments as they are then, kept in the run snapshot (docs/partitioned-join.md): a
     # restart probes as the run did, whatever the settings say since, and a run an older version
     # began goes on with the fixed sizes that version had.
-    row_bytes = open_tables(spark, cfg).bytes("key_map") / sum(rows.values())
+    row_bytes = cfg.r_bytes  # a row counts r_bytes (test_a_run_sizes_key_map_by_its_rows_whatever_its_files)
     segment = segment_bytes(cfg.theta, row_bytes, sum(rows.values()), len(rows))
     three = cfg.replace(memory_budget=int(3.5 * segment))  # three segments as they are
     derived = configured_sizes(three, segment)
@@ -367,6 +367,49 @@ def test_a_segment_admitted_then_evicted_in_one_probe_is_not_kept_in_memory(spar
     want = strategy.lookup_columns(key_map.where(F.col("segment_id") == hot))
     assert sorted(held.drop("segment_id").collect()) == sorted(want.collect())  # each key once, current values
     strategy.forget_snapshot()
+
+
+def test_a_run_sizes_key_map_by_its_rows_whatever_its_files(spark, cfg):
+    """The same warehouse whichever loader loaded it (issue 47) needs runs that size alike: the
+    segment sizes a partitioned run starts from, and MESHJOIN's cycle, count key_map's rows, each
+    ``r_bytes``, never the table's stored bytes over its rows, which the table service's
+    compaction (on after coalesced applies, off for scheduled runs) and deletion vectors move."""
+    from pyspark.sql import functions as F
+
+    from etl.io.layout_store import load_layout
+    from etl.strategies import get_strategy
+    from etl.transforms.layout import segment_column
+
+    tables = open_tables(spark, cfg)
+    layout = load_layout(cfg)
+    keys = spark.range(600).select(  # spread over the key domain, so over every segment
+        F.lit("crm").alias("source_id"),
+        F.format_string("%07d", F.col("id") * 7919 % F.lit(cfg.key_domain)).alias("natural_key"),
+        (F.col("id") + 1).alias("surrogate_key"), F.sha2(F.col("id").cast("string"), 256).alias("row_hash"),
+        F.lit(1).alias("last_source_seq"), F.lit(T0).alias("first_arrival_ts"), F.lit(T0).alias("last_arrival_ts"),
+        F.lit(1).alias("created_batch_seq"), F.lit(1).alias("updated_batch_seq"))
+    segment_of = segment_column(layout)
+    keys = keys.dropDuplicates(["natural_key"]).withColumn("segment_id", segment_of(F.col("source_id"), F.col("natural_key")))
+    tables.append(keys.repartition(4), "key_map")  # up to four files a segment
+    rows = keys.count()
+
+    def sized():
+        partitioned = get_strategy("partitioned-range", spark, cfg, load_layout(cfg))._sizes_now()
+        mesh = get_strategy("meshjoin", spark, cfg.replace(d=10_000), load_layout(cfg))
+        mesh.begin("sizes-by-rows", spark.range(0).withColumnRenamed("id", "batch_index"), [], [])
+        mesh.forget_snapshot()
+        return partitioned, (len(mesh.boundaries), mesh.row_bytes), tables.bytes("key_map")
+
+    before = sized()
+    # The files rewritten, one a segment where there were several, no row changed: as a compaction.
+    path = cfg.table_path("key_map")
+    spark.read.format("delta").load(path).repartition(2, "segment_id").write.format("delta").mode("overwrite") \
+        .option("dataChange", "false").partitionBy("segment_id").save(path)
+    after = sized()
+    assert after[2] != before[2], (before, after)  # the stored bytes moved
+    assert after[:2] == before[:2]
+    assert before[0]["row_bytes"] == cfg.r_bytes and sum(before[0]["sizes"].values()) == rows
+    assert len(before[0]["sizes"]) > 1 and before[1][0] > 1  # several segments, a cycle of several
 
 
 @pytest.mark.memory_tables

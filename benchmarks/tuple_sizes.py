@@ -1,6 +1,6 @@
 """The thesis's tuple sizes as this product counts them (papers/004 Table 6.2's ``s`` and ``r``):
-``memory_budget`` is counted in key_map's stored bytes (the join measures them per row at each
-run's start), so an update's size that sizes the wait buffer (``s_bytes``, etl/core/sizing.py) is
+``memory_budget`` is counted in key_map's rows of ``r_bytes`` each (the stored bytes a row this
+tool measures: docs/decisions/sizes-by-rows.md), so an update's size that sizes the wait buffer (``s_bytes``, etl/core/sizing.py) is
 its stored bytes in ``ingested_updates``; beside them, what a waiting update takes in Spark's
 block store, as the wait buffer holds it.
 

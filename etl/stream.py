@@ -30,6 +30,7 @@ from etl import jobs
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.interval import Interval, overlapping, run_intervals
 from etl.core.stream_plan import (
+    granularity_problem,
     first_run,
     fresh_attempt,
     misaligned,
@@ -90,6 +91,9 @@ class Stream:
     """Runs until ``stop()`` or ``until``; ``clock`` and ``sleep`` are injectable for tests."""
 
     def __init__(self, spark, cfg: EtlConfig, strategy: str | None = None, clock=None, sleep=None, progress=None) -> None:
+        problem = granularity_problem(cfg.piece_seconds, cfg.micro_batch_seconds)
+        if problem:
+            raise ConfigError(problem)
         self.spark, self.cfg = spark, cfg
         self.loader = Loader(spark, cfg, strategy)
         self._stop = threading.Event()

@@ -11,6 +11,7 @@ what makes a run loaded by the stream equal, row for row, the same run loaded at
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta, timezone
 
 from croniter import croniter
@@ -67,6 +68,21 @@ def is_window_boundary(interval: Interval, micro_batch_seconds: int, t: datetime
     if t in (interval.start, interval.end):
         return True
     return int((t - interval.start).total_seconds()) % micro_batch_seconds == 0
+
+
+def granularity_problem(piece_seconds: int, micro_batch_seconds: int) -> str | None:
+    """Why the stream could not load a window as soon as it closes, or ``None``. A window is read
+    when a piece ends on its boundary, so unless one of the two divides the other the stream reads
+    and loads their least common multiple at a time (2-s pieces and 5-s windows: 10 s), a delay
+    nobody asked for; said before the stream starts, with the settings that would avoid it."""
+    span = math.lcm(piece_seconds, micro_batch_seconds)
+    if span == max(piece_seconds, micro_batch_seconds):
+        return None
+    return (f"micro_batch_seconds = {micro_batch_seconds} and piece_seconds = {piece_seconds}: a window ends on a "
+            f"piece's end only every {span} s (their least common multiple), so the stream would read and load "
+            f"{span} s at a time; choose windows that are a multiple of the pieces or pieces that divide the "
+            f"windows (e.g. micro_batch_seconds = {max(piece_seconds, micro_batch_seconds // piece_seconds * piece_seconds)}, "
+            f"or piece_seconds = {math.gcd(piece_seconds, micro_batch_seconds)})")
 
 
 def ready_through(interval: Interval, micro_batch_seconds: int, ingested_through: datetime, now: datetime,

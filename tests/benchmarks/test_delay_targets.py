@@ -42,9 +42,9 @@ def test_each_target_is_read_from_its_benchmark_s_result_and_judged_against_its_
     kafka, minutes, full = delay_targets({"kafka": KAFKA, "minute_files": MINUTES, "full_size": FULL})
     assert kafka["baseline_delay_avg_s"] == 20.0
     by_mode = {m["mode"]: m for m in kafka["measured"]}
-    ten = by_mode["native, 10-s windows"]
+    ten = by_mode["native, 10-s windows of 2-s pieces"]
     assert (ten["ratio_to_baseline"], ten["met_ratio"], ten["met_bound"]) == (0.45, True, True)
-    assert (by_mode["native, 20-s windows"]["met_ratio"], by_mode["native, 20-s windows"]["met_bound"]) == (True, False)
+    assert (by_mode["native, 20-s windows of 2-s pieces"]["met_ratio"], by_mode["native, 20-s windows of 2-s pieces"]["met_bound"]) == (True, False)
     # a mode stopped at its deadline meets nothing, however short the delays of what it loaded
     assert (by_mode["partitioned-range, 10-s windows, derived sizes"]["met_ratio"],
             by_mode["partitioned-range, 10-s windows, derived sizes"]["met_bound"]) == (False, False)
@@ -57,7 +57,7 @@ def test_each_target_is_read_from_its_benchmark_s_result_and_judged_against_its_
     # the run's last apply is its end's; 75,000 updates at 1,000/s are 75 s of arrivals: 25 s -> 20 s per 60 s
     assert m["merge_pair_per_60_s_median"] == pytest.approx(20.0) and m["met_merge_pair"]
     table = delay_targets_markdown([kafka, minutes, full])
-    assert table.count("\n") == 4 and "native, 20-s windows: ratio yes, 10 s no" in table
+    assert table.count("\n") == 4 and "native, 20-s windows of 2-s pieces: ratio yes, 10 s no" in table
     assert "3 releasing steps, median 20000 updates, 5.0 s, 8 jobs, 1 commits" in table
 
 
@@ -86,7 +86,7 @@ def test_a_mode_s_label_names_its_window_sizes_and_wait_bound():
     from benchmarks.report import _mode_label
 
     assert _mode_label("stream:partitioned-range:piece_seconds=2:micro_batch_seconds=5:sizes=derived:max_wait_s=5") == (
-        "partitioned-range, 5-s windows, derived sizes, a 5-s wait bound")
+        "partitioned-range, 5-s windows of 2-s pieces, derived sizes, a 5-s wait bound")
     assert _mode_label("stream:native:micro_batch_seconds=10:max_wait_s=0") == "native, 10-s windows"
     assert _mode_label("baseline:kafka") == "hand-written baseline"
 

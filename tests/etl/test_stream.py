@@ -97,3 +97,16 @@ def test_the_stream_loads_what_scheduled_runs_load(spark, cfg, tmp_path, monkeyp
         assert streamed["loaded_by"] == "stream"
         for key in ("outcomes", "keys_allocated", "rejected", "updates_in"):
             assert streamed[key] == loaded[key], key
+
+
+def test_a_stream_whose_windows_do_not_end_on_piece_ends_is_refused_before_it_starts(tmp_path):
+    """2-s pieces and 5-s windows would be read and loaded 10 s at a time (found by the Kafka
+    benchmark's 5-s mode, which was no quicker than 10-s windows): refused, naming the settings,
+    before the stream takes its lock or any table."""
+    from etl.core.config import ConfigError, EtlConfig
+
+    cfg = EtlConfig(warehouse_root=str(tmp_path / "warehouse"), landing_root=str(tmp_path / "landing"),
+                    piece_seconds=2, micro_batch_seconds=5)
+    with pytest.raises(ConfigError, match=r"only every 10 s .*micro_batch_seconds = 4, or piece_seconds = 1"):
+        Stream(None, cfg)
+    assert not (tmp_path / "warehouse").exists()

@@ -179,3 +179,19 @@ def test_a_piece_is_fresh_only_when_no_attempt_reached_past_its_start():
     for a in range(0, 300, 10):
         fresh, mark = fresh_attempt(mark, at(a), at(a + 10), RUN.end)
         assert not fresh and mark == RUN.end.isoformat()
+
+
+@pytest.mark.parametrize("piece, window, span", [(2, 5, 10), (60, 40, 120), (4, 6, 12)])
+def test_windows_that_do_not_fall_on_piece_ends_are_named_with_the_span_they_would_give(piece, window, span):
+    from etl.core.stream_plan import granularity_problem
+
+    problem = granularity_problem(piece, window)
+    assert problem is not None and f"only every {span} s" in problem
+    assert f"piece_seconds = {piece}" in problem and f"micro_batch_seconds = {window}" in problem
+
+
+@pytest.mark.parametrize("piece, window", [(2, 10), (5, 5), (60, 20), (20, 40), (60, 60), (10, 30)])
+def test_windows_and_pieces_where_one_divides_the_other_are_accepted(piece, window):
+    from etl.core.stream_plan import granularity_problem
+
+    assert granularity_problem(piece, window) is None

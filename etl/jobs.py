@@ -34,7 +34,7 @@ from etl.ingest import (
     to_rejected,
 )
 from etl.io.files import write_json
-from etl.io.kafka import KafkaPlan, check_broker, client_properties, plan_ranges, read_failure
+from etl.io.kafka import KafkaPlan, KnownRanges, check_broker, client_properties, plan_ranges, read_failure
 from etl.io.landing import landing_file, move_tail
 from etl.io.lock import LoadLock
 from etl.io.runs import (
@@ -139,7 +139,7 @@ def _ingest(spark, cfg: EtlConfig, interval: Interval, progress=None) -> dict:
 
 def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: KafkaPlan, a, b, updates_where: str,
                    files_where: str, rejected_where: str, progress=None, fresh: bool = False,
-                   hold: bool = False) -> "Tally":
+                   hold: bool = False, known: KnownRanges | None = None) -> "Tally":
     """Check the scanned files' lines and the Kafka ranges' records, and write them over the rows
     the three predicates select (a run's partition, or the always-on loader's minutes of it):
     rerunning writes the same rows. A recorded Kafka range must read as it did (``LandingChanged``).
@@ -191,7 +191,11 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         write(to_rejected(rejected, interval), "rejected_updates", rejected_where, sum(tally.reasons.values()))
         crash_point("ingest.rejected_written")
         write(to_landed_files(files, interval), "landed_files", files_where, tally.files)
+        if known is not None:  # what the piece recorded, carried to the next (``fresh`` only)
+            known.written(tables, kafka, b, appended=bool(tally.files))
     except BaseException:
+        if known is not None:
+            known.forget()
         if tally.held is not None:
             tally.held.unpersist()
             tally.held = None
@@ -296,7 +300,7 @@ def check_rejections(cfg: EtlConfig, interval: Interval, summary: dict) -> None:
 
 
 def ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end, fresh: bool = False,
-                  hold: bool = False) -> dict:
+                  hold: bool = False, known: KnownRanges | None = None) -> dict:
     """The always-on loader's ingest: the input pieces of ``[start, end)`` of the run (landing
     files, Kafka ranges decided now), whole arrival windows, written over the run's rows of those
     windows and pieces (a restart writes the same rows again), or, when ``fresh`` (the caller
@@ -304,25 +308,30 @@ def ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end, fresh: 
     ``ingest`` writes at once. The summary's ``batch_counts`` are the valid rows per window, for
     the load step (``Loader.load_ready``'s ``counts``); with ``hold``, its ``held`` the rows
     written, held in memory (``HeldWindows``: the load step's ``held``), which the caller
-    releases. On an object store it holds the entity's load lock, as ``ingest`` does."""
+    releases. ``known``: the Kafka neighbours the caller carries from its last piece
+    (``etl.io.kafka.KnownRanges``), used and carried on for a ``fresh`` piece, forgotten otherwise.
+    On an object store it holds the entity's load lock, as ``ingest`` does."""
     with _writes_locked(cfg, f"ingest of pieces of {interval.run_key}"):
-        return _ingest_pieces(spark, cfg, interval, start, end, fresh, hold)
+        return _ingest_pieces(spark, cfg, interval, start, end, fresh, hold, known)
 
 
-def _ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end, fresh: bool, hold: bool) -> dict:
+def _ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end, fresh: bool, hold: bool,
+                   known: KnownRanges | None = None) -> dict:
     mbs = cfg.micro_batch_seconds
     if not (is_window_boundary(interval, mbs, start) and is_window_boundary(interval, mbs, end)):
         raise ValueError(f"[{start}, {end}) splits an arrival window of run {interval.run_key}")
     scan = scan_sources(cfg, start, end)
     check_sequence_definition(cfg, open_tables(spark, cfg))
-    kafka = plan_ranges(spark, cfg, interval, start, end)
+    if known is not None and not fresh:
+        known.forget()  # rows may be written over: read the table
+    kafka = plan_ranges(spark, cfg, interval, start, end, known=known if fresh else None)
     run = f"run_key = '{interval.run_key}'"
     lo, hi = windows_before(interval, mbs, start), windows_before(interval, mbs, end)
     pieces = (f"{run} AND unix_micros(arrival_minute) >= {int(start.timestamp() * 1e6)} "
               f"AND unix_micros(arrival_minute) < {int(end.timestamp() * 1e6)}")
     tally = _write_checked(
         spark, cfg, interval, scan, kafka, start, end, f"{run} AND batch_index >= {lo} AND batch_index < {hi}", pieces, pieces,
-        fresh=fresh, hold=hold)
+        fresh=fresh, hold=hold, known=known if fresh else None)
     summary = ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, tally.lines, tally.blank_lines,
                              tally.reasons, ranges=len(kafka.ranges), kafka_lost=kafka.lost_records)
     summary["batch_counts"] = tally.windows

@@ -41,7 +41,7 @@ from etl.core.stream_plan import (
     windows_before,
 )
 from etl.io.files import write_json
-from etl.io.kafka import KafkaUnavailable, check_broker
+from etl.io.kafka import KafkaUnavailable, KnownRanges, check_broker
 from etl.io.landing import Skipped
 from etl.io.lock import WarehouseLocked
 from etl.io.runs import OverlappingRunError, check_no_overlap, has_started, known_runs, run_finished, snapshot_runs
@@ -101,6 +101,7 @@ class Stream:
         self.sleep = sleep or self._stop.wait
         self.progress = progress or (lambda message: log.info(message))
         self.finished: list[dict] = []  # load summaries of the runs finished by this process
+        self.known = KnownRanges()  # the Kafka neighbours of the next piece, carried from the last
 
     def stop(self) -> None:
         self._stop.set()
@@ -248,7 +249,7 @@ class Stream:
 
         def attempt() -> dict:
             fresh = attempts.pop() if attempts else False
-            return jobs.ingest_pieces(self.spark, self.cfg, interval, start, end, fresh=fresh, hold=True)
+            return jobs.ingest_pieces(self.spark, self.cfg, interval, start, end, fresh=fresh, hold=True, known=self.known)
 
         return attempt
 

@@ -242,6 +242,19 @@ def neighbours(others: list[Recorded], a: datetime) -> list[Recorded]:
     return with_rangeless_topics([rec for n in parts.values() for rec in n.recorded()], topics)
 
 
+def carried_forward(reduced: list[Recorded], a: datetime, written: list[Recorded], b: datetime) -> list[Recorded] | None:
+    """What ``neighbours`` gives every piece from ``b`` on, from ``reduced`` (the neighbours of a
+    piece ``[a, b)``) and the records that piece wrote (``written``, each at or after ``a`` and
+    before ``b``): the always-on loader plans its next piece without reading ``landed_files``
+    again. ``None`` when ``reduced`` holds a range at or after ``a``: it stands for several records
+    (the earliest start of those after ``a``), and a later piece needs the ones it stood for."""
+    if any(r.range is not None and r.piece_start >= a for r in reduced):
+        return None
+    if any(not a <= r.piece_start < b for r in written):
+        raise ValueError(f"records written at {sorted({r.piece_start for r in written})} are not of the piece [{a}, {b})")
+    return neighbours(reduced + written, b)
+
+
 def with_rangeless_topics(reduced: list[Recorded], first_piece: dict[str, datetime]) -> list[Recorded]:
     """``reduced`` (partitions' neighbours) with one record for each topic of ``first_piece`` (a
     topic's first recorded piece) that has no range among them: recorded only as absent, it still

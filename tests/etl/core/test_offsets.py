@@ -17,6 +17,7 @@ from etl.core.offsets import (
     PartitionNow,
     Recorded,
     absent_name,
+    carried_forward,
     is_range,
     neighbours,
     plan,
@@ -309,3 +310,35 @@ def test_a_piece_is_planned_from_its_partitions_neighbours_alone_however_long_th
     # Another piece starting at a itself (overlapping runs, refused before planning) is refused by plan as before.
     with pytest.raises(AssertionError):
         plan("t", 0, T, neighbours(history, T), PartitionNow(0, offset[0], 0, 0), True)
+
+
+def test_neighbours_carried_from_piece_to_piece_are_those_of_the_whole_history():
+    # The always-on loader's pieces of 2 s, each writing a range per partition (empty ones too),
+    # a topic absent at first: what it carries equals the neighbours of everything recorded.
+    S = timedelta(seconds=2)
+    history = [Recorded(T - M, "u"), rec(-3, 0, 5), rec(-3, 0, 2, partition=1)]
+    offset = {0: 5, 1: 2}
+    a = T
+    carried = neighbours(history, a)
+    for piece in range(40):
+        written = []
+        for p in (0, 1):
+            n = (piece * (p + 1)) % 3
+            written.append(Recorded(a, "t", OffsetRange("t", p, offset[p], offset[p] + n)))
+            offset[p] += n
+        if piece == 7:
+            written.append(Recorded(a, "v"))  # a topic of the input that does not exist yet
+        history += written
+        carried = carried_forward(carried, a, written, a + S)
+        a += S
+        assert sorted(carried, key=repr) == sorted(neighbours(history, a), key=repr)
+        assert len(carried) <= 4  # one a partition, one a topic only ever absent
+
+
+def test_nothing_is_carried_past_a_range_recorded_after_the_piece():
+    # Another run's range after the piece (a later interval loaded first): the neighbours stand
+    # for it by its start alone, and the piece after needs its end.
+    reduced = neighbours([rec(0, 0, 5), rec(10, 9, 12)], T + 2 * M)
+    assert carried_forward(reduced, T + 2 * M, [rec(2, 5, 9)], T + 3 * M) is None
+    with pytest.raises(ValueError, match="not of the piece"):
+        carried_forward(neighbours([rec(0, 0, 5)], T + 2 * M), T + 2 * M, [rec(3, 5, 9)], T + 3 * M)

@@ -272,3 +272,60 @@ def test_a_piece_reads_its_own_rows_and_only_its_neighbours_of_the_rest(spark, c
     assert sorted(others, key=repr) == sorted(expected, key=repr)
     # partitions 0 and 1 each before and after the piece (1 at its start too), topic u absent, orders.v2-eu after
     assert len(others) == 7
+
+
+def test_the_streams_carried_neighbours_are_the_tables_until_another_loader_writes_it(spark, cfg):
+    """``KnownRanges`` on Delta: piece after piece planned without reading ``landed_files``, what
+    it carries equal to what the table answers; a write by anyone else between two pieces, or an
+    ingest's failure, and the next piece reads the table again."""
+    from datetime import datetime, timedelta, timezone
+
+    from etl.core.interval import Interval
+    from etl.core.offsets import OffsetRange, absent_name
+    from etl.io.kafka import KafkaPlan, KnownRanges, PlannedRange, recorded_ranges
+    from etl.io.tables import open_tables
+    from warehouse.schemas import LANDED_FILES
+
+    tables = open_tables(spark, cfg)
+    t0 = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
+    run, step = Interval(t0, t0 + timedelta(minutes=2)), timedelta(seconds=5)
+    offset, known, reads = {0: 0, 1: 0}, KnownRanges(), []
+
+    def row(run_key: str, name: str, at: datetime) -> tuple:
+        return (run_key, name, "shop", at.replace(tzinfo=None), 0, "", 0, 0)
+
+    def piece(a, b) -> list:
+        """A piece as the ingest plans and writes it; returns the neighbours it was planned from."""
+        carried = known.neighbours(tables, a)
+        if carried is None:
+            reads.append(a)
+            version = tables.version("landed_files")
+            own, carried = recorded_ranges(spark, cfg, run, a, b)
+            known.read(version, a, own, carried)
+        plan = KafkaPlan()
+        for p in (0, 1):
+            plan.ranges.append(PlannedRange(None, OffsetRange("t", p, offset[p], offset[p] + 2 * p), a, b))
+            offset[p] += 2 * p
+        if a == t0:
+            plan.markers.append((None, absent_name("u"), a))
+        names = [r.range.name for r in plan.ranges] + [m[1] for m in plan.markers]
+        tables.append(spark.createDataFrame([row(run.run_key, n, a) for n in names], LANDED_FILES), "landed_files")
+        known.written(tables, plan, b, appended=True)
+        return carried
+
+    a = t0
+    for _ in range(4):
+        used = piece(a, a + step)
+        assert sorted(used, key=repr) == sorted(recorded_ranges(spark, cfg, run, a, a + step)[1], key=repr)
+        a += step
+    assert reads == [t0]  # only the first piece read the table
+    # Another loader records a range of an earlier run: the next piece reads the table again.
+    tables.append(spark.createDataFrame([row("other", "kafka:t:1:900-901", t0 - timedelta(minutes=9))], LANDED_FILES),
+                  "landed_files")
+    used = piece(a, a + step)
+    assert reads == [t0, a]
+    assert any(r.range is not None and r.range.end == 901 for r in used)
+    a += step
+    known.forget()  # what the ingest does when a piece fails or is written over
+    piece(a, a + step)
+    assert reads == [t0, a - step, a]

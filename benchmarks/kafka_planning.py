@@ -49,7 +49,8 @@ def main() -> None:
         ensure_tables(spark, cfg)
         tables = open_tables(spark, cfg)
         step = timedelta(seconds=args.piece_seconds)
-        run = Interval(T0, T0 + step * (args.history + args.pieces + 1))
+        minutes = -(-args.piece_seconds * (args.history + args.pieces + 1) // 60)
+        run = Interval(T0, T0 + timedelta(minutes=minutes))
         offset = dict.fromkeys(range(args.partitions), 0)
 
         def record(a: datetime) -> KafkaPlan:

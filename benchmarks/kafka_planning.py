@@ -1,8 +1,9 @@
 """What planning an always-on loader's Kafka piece costs, side by side in one Spark session: the
 query of ``landed_files`` (``etl.io.kafka.recorded_ranges``, what every piece ran before
 ``KnownRanges``) against the neighbours carried from the piece before (``KnownRanges``: a version
-check of the table's log), each piece recorded as the stream records it (a range per partition, a
-commit of ``landed_files``).
+check of the table's log before and after the piece's write), each piece recorded as the stream
+records it (a range per partition, a commit of ``landed_files``); the two ways take turns at going
+first after each commit.
 
     .venv/bin/python -m benchmarks.kafka_planning                  # about two minutes on 2 cores
     .venv/bin/python -m benchmarks.kafka_planning --pieces 24 --partitions 3 --out /tmp/planning.json
@@ -69,19 +70,25 @@ def main() -> None:
             offset = dict.fromkeys(offset, args.history * 50)
         known, figures, same = KnownRanges(), {"query": [], "carried": []}, True
         a = T0 + step * args.history
-        for _ in range(args.pieces):
-            jobs0, t0 = jobs_started(spark), time.perf_counter()
-            carried = known.neighbours(tables, a)
-            if carried is None:  # the first piece, and any piece after a write by someone else
-                version = tables.version("landed_files")
-                own, carried = recorded_ranges(spark, cfg, run, a, a + step)
-                known.read(version, a, own, carried)
-            figures["carried"].append((time.perf_counter() - t0, jobs_started(spark) - jobs0))
-            jobs0, t0 = jobs_started(spark), time.perf_counter()
-            own, queried = recorded_ranges(spark, cfg, run, a, a + step)
-            figures["query"].append((time.perf_counter() - t0, jobs_started(spark) - jobs0))
+        for piece in range(args.pieces):
+            # The two ways in turn first: the first after a commit finds the table's log to update.
+            for way in (("query", "carried") if piece % 2 else ("carried", "query")):
+                jobs0, t0 = jobs_started(spark), time.perf_counter()
+                if way == "query":
+                    own, queried = recorded_ranges(spark, cfg, run, a, a + step)
+                else:
+                    carried = known.take(tables, a)
+                    if carried is None:  # the first piece, and any piece after a write by someone else
+                        version = tables.version("landed_files")
+                        own, carried = recorded_ranges(spark, cfg, run, a, a + step)
+                        known.note_read(version, a, own, carried)
+                figures[way].append([time.perf_counter() - t0, jobs_started(spark) - jobs0])
             same = same and sorted(carried, key=repr) == sorted(queried, key=repr)
-            known.written(tables, record(a), a + step, appended=True)
+            plan = record(a)
+            jobs0, t0 = jobs_started(spark), time.perf_counter()
+            known.written(tables, plan, a + step, kafka_rows=len(plan.ranges))  # the carried way's own version check
+            figures["carried"][-1][0] += time.perf_counter() - t0
+            figures["carried"][-1][1] += jobs_started(spark) - jobs0
             a += step
         out = {"command": f"python -m benchmarks.kafka_planning --pieces {args.pieces} --piece-seconds {args.piece_seconds} "
                           f"--partitions {args.partitions} --history {args.history}",

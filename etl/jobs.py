@@ -192,7 +192,7 @@ def _write_checked(spark, cfg: EtlConfig, interval: Interval, scan, kafka: Kafka
         crash_point("ingest.rejected_written")
         write(to_landed_files(files, interval), "landed_files", files_where, tally.files)
         if known is not None:  # what the piece recorded, carried to the next (``fresh`` only)
-            known.written(tables, kafka, b, appended=bool(tally.files))
+            known.written(tables, kafka, b, kafka_rows=tally.files - len(scan.files))
     except BaseException:
         if known is not None:
             known.forget()

@@ -6,7 +6,7 @@ import hashlib
 from pathlib import Path
 
 from delta.tables import DeltaTable
-from py4j.protocol import Py4JError
+from py4j.protocol import Py4JError, Py4JJavaError
 from pyspark.sql import DataFrame
 
 from etl.core import services
@@ -112,13 +112,15 @@ class DeltaTables(Tables):
     def version(self, name: str) -> int:
         """The table's latest version, from its log as Delta's own reader updates it: a listing of
         ``_delta_log`` and no Spark job (``history(1)`` was a job and a snapshot's state, about
-        0.3 s); ``history`` where the log's class is not there (another Delta build)."""
+        0.3 s); ``history`` where the log's class or method is not there (another Delta build)."""
         try:
             jvm = self.spark.sparkContext._jvm
             log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(self.spark._jsparkSession, self.path(name))
             none = jvm.scala.Option.empty()
             return int(log.update(False, none, none).version())
-        except Py4JError:
+        except Py4JJavaError:
+            raise  # the log's own error (the table is unreadable): as history would raise it
+        except Py4JError:  # no such class or method in this Delta build
             return int(self.delta_table(name).history(1).select("version").first()[0])
 
     def pinned(self, name: str) -> DataFrame:

@@ -259,52 +259,60 @@ def check_broker(spark, cfg: EtlConfig) -> None:
 
 class KnownRanges:
     """What ``landed_files`` holds of Kafka, as planning the always-on loader's next piece reads
-    it (``recorded_ranges``' neighbours), carried from one of its pieces to the next
-    (``etl.core.offsets.carried_forward``): a piece is then planned without reading the table,
-    which cost 1.5-2.5 s and 4 Spark jobs of a piece's ingest on 2 cores, a fresh Delta snapshot
-    each time. Only for pieces nothing was written over (``fresh``), and only while the table
-    stays at the version its own write made: a write by anyone else (an ingest of another run, a
-    discard) between two pieces, or one that fell between the read and the write, makes the next
-    piece read the table again. A stream's restart starts empty."""
+    it (``recorded_ranges``' neighbours), carried from its last piece with the rows that piece
+    recorded (``etl.core.offsets.carried_forward``), so that a piece's ingest does not query the
+    table (about 2 s and 6 Spark jobs a piece on 2 cores, a new Delta snapshot each time:
+    ``benchmarks.kafka_planning``). It holds only while the table is at the version the loader's
+    own write made: any other write of it (another interval's ingest, a discard, a compaction),
+    one that fell between the read and the write, a piece written over, or a failed one, and the
+    next piece reads the table again. A restart starts empty."""
 
     def __init__(self) -> None:
         self._others: list[Recorded] | None = None
         self._from: datetime | None = None  # valid for pieces starting here or later
         self._version: int | None = None
         self._read: tuple[int, datetime, list[Recorded]] | None = None  # the last plan's: version, a, neighbours
+        self.carried = 0  # pieces planned from what was carried
 
     def forget(self) -> None:
         self._others = self._from = self._version = self._read = None
 
-    def neighbours(self, tables, a: datetime) -> list[Recorded] | None:
-        """The neighbours of a piece starting at ``a``, when what is carried still holds."""
+    def take(self, tables, a: datetime) -> list[Recorded] | None:
+        """The neighbours of a piece starting at ``a``, handed over once (they are carried again
+        only when the piece is written); ``None``: read the table."""
         if self._others is None or a < self._from or tables.version("landed_files") != self._version:
             self.forget()
             return None
-        others, self._others = self._others, None  # held again only once this piece is written
+        others, self._others = self._others, None
         self._read = (self._version, a, others)
+        self.carried += 1
         return others
 
-    def read(self, version: int, a: datetime, own: list, others: list[Recorded]) -> None:
-        """The table read at ``version`` for the piece at ``a``; a piece with its own recorded rows
-        (decided before) carries nothing."""
+    def note_read(self, version: int, a: datetime, own: list, others: list[Recorded]) -> None:
+        """The table was read at ``version`` for the piece at ``a``; a piece with recorded rows of
+        its own (decided before) carries nothing."""
         self._others = None
         self._read = None if own else (version, a, others)
 
-    def written(self, tables, plan: "KafkaPlan", b: datetime, appended: bool) -> None:
-        """The piece ending at ``b`` wrote ``plan``'s rows (``appended``: one commit of
-        ``landed_files``; none when it had no row)."""
+    def written(self, tables, plan: "KafkaPlan", b: datetime, kafka_rows: int) -> None:
+        """The piece ending at ``b`` wrote ``kafka_rows`` rows of ``plan`` to ``landed_files``, in
+        one commit (none when there was no row). A range whose records all went unseen (a
+        transaction's markers only) writes no row: what is carried would then name a range the
+        table does not, so nothing is. Never raises: the piece is committed already."""
         read, self._read = self._read, None
         if read is None:
             return
         version, a, others = read
-        now = tables.version("landed_files")
-        if now != version + int(appended):  # someone else wrote it meanwhile
+        try:
+            if kafka_rows != len(plan.ranges) + len(plan.markers) or tables.version("landed_files") != version + int(kafka_rows > 0):
+                self.forget()  # a range without its row, or someone else wrote the table meanwhile
+                return
+            written = [Recorded(p.start, p.range.topic, p.range) for p in plan.ranges]
+            written += [rec for _, name, at in plan.markers if (rec := Recorded.parse(at, name)) is not None]
+            self._others, self._from, self._version = carried_forward(others, a, written, b), b, version + int(kafka_rows > 0)
+        except Exception:  # noqa: BLE001 - the next piece reads the table
+            log.warning("the Kafka ranges just recorded are not carried to the next piece", exc_info=True)
             self.forget()
-            return
-        written = [Recorded(p.start, p.range.topic, p.range) for p in plan.ranges]
-        written += [rec for _, name, at in plan.markers if (rec := Recorded.parse(at, name)) is not None]
-        self._others, self._from, self._version = carried_forward(others, a, written, b), b, now
 
 
 def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datetime, decided: bool = False,
@@ -318,14 +326,14 @@ def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datet
     entity = cfg.entity_model
     if not entity.kafka_inputs:
         return out
-    carried = known.neighbours(open_tables(spark, cfg), a) if known is not None else None
+    carried = known.take(open_tables(spark, cfg), a) if known is not None else None
     if carried is not None:
         rows, others = [], carried
     else:
         version = open_tables(spark, cfg).version("landed_files") if known is not None else None
         rows, others = recorded_ranges(spark, cfg, interval, a, b)
         if known is not None:
-            known.read(version, a, rows, others)
+            known.note_read(version, a, rows, others)
     own, own_lost, own_ends = [], [], {}
     for r in rows:  # the piece's start as an instant: a collected timestamp would be in the driver's local time
         minute = _instant(r.minute_us)

@@ -276,8 +276,9 @@ def test_a_piece_reads_its_own_rows_and_only_its_neighbours_of_the_rest(spark, c
 
 def test_the_streams_carried_neighbours_are_the_tables_until_another_loader_writes_it(spark, cfg):
     """``KnownRanges`` on Delta: piece after piece planned without reading ``landed_files``, what
-    it carries equal to what the table answers; a write by anyone else between two pieces, or an
-    ingest's failure, and the next piece reads the table again."""
+    it carries equal to what the table answers; the next piece reads the table again after a write
+    by anyone else between two pieces or during one, a range left without its row, a piece
+    failed or written over, or a piece before the carried ones."""
     from datetime import datetime, timedelta, timezone
 
     from etl.core.interval import Interval
@@ -294,38 +295,46 @@ def test_the_streams_carried_neighbours_are_the_tables_until_another_loader_writ
     def row(run_key: str, name: str, at: datetime) -> tuple:
         return (run_key, name, "shop", at.replace(tzinfo=None), 0, "", 0, 0)
 
-    def piece(a, b) -> list:
-        """A piece as the ingest plans and writes it; returns the neighbours it was planned from."""
-        carried = known.neighbours(tables, a)
+    def foreign() -> None:  # another loader records a range of an earlier run
+        tables.append(spark.createDataFrame([row("other", "kafka:t:1:900-901", t0 - timedelta(minutes=9))], LANDED_FILES),
+                      "landed_files")
+
+    def piece(a, during=None, unseen: int = 0) -> list:
+        """A piece as the ingest plans and writes it (``unseen``: ranges whose records all went
+        unseen, without their row); returns the neighbours it was planned from."""
+        b = a + step
+        carried = known.take(tables, a)
         if carried is None:
             reads.append(a)
             version = tables.version("landed_files")
             own, carried = recorded_ranges(spark, cfg, run, a, b)
-            known.read(version, a, own, carried)
+            known.note_read(version, a, own, carried)
+        assert sorted(carried, key=repr) == sorted(recorded_ranges(spark, cfg, run, a, b)[1], key=repr)
         plan = KafkaPlan()
         for p in (0, 1):
             plan.ranges.append(PlannedRange(None, OffsetRange("t", p, offset[p], offset[p] + 2 * p), a, b))
             offset[p] += 2 * p
         if a == t0:
             plan.markers.append((None, absent_name("u"), a))
-        names = [r.range.name for r in plan.ranges] + [m[1] for m in plan.markers]
+        names = [r.range.name for r in plan.ranges][unseen:] + [m[1] for m in plan.markers]
+        if during:
+            during()
         tables.append(spark.createDataFrame([row(run.run_key, n, a) for n in names], LANDED_FILES), "landed_files")
-        known.written(tables, plan, b, appended=True)
+        known.written(tables, plan, b, kafka_rows=len(names))
         return carried
 
-    a = t0
-    for _ in range(4):
-        used = piece(a, a + step)
-        assert sorted(used, key=repr) == sorted(recorded_ranges(spark, cfg, run, a, a + step)[1], key=repr)
-        a += step
-    assert reads == [t0]  # only the first piece read the table
-    # Another loader records a range of an earlier run: the next piece reads the table again.
-    tables.append(spark.createDataFrame([row("other", "kafka:t:1:900-901", t0 - timedelta(minutes=9))], LANDED_FILES),
-                  "landed_files")
-    used = piece(a, a + step)
-    assert reads == [t0, a]
-    assert any(r.range is not None and r.range.end == 901 for r in used)
-    a += step
+    pieces = [t0 + i * step for i in range(12)]
+    for a in pieces[:4]:
+        piece(a)
+    assert reads == pieces[:1] and known.carried == 3  # only the first piece read the table
+    foreign()  # between two pieces
+    assert any(r.range is not None and r.range.end == 901 for r in piece(pieces[4]))
+    piece(pieces[5], during=foreign)  # during a piece: its own write is not the only one
+    piece(pieces[6])
+    piece(pieces[7], unseen=1)  # partition 0's range has no row
+    piece(pieces[8])
     known.forget()  # what the ingest does when a piece fails or is written over
-    piece(a, a + step)
-    assert reads == [t0, a - step, a]
+    piece(pieces[9])
+    assert known.take(tables, pieces[9]) is None  # a piece before the carried ones reads the table
+    assert reads == [pieces[i] for i in (0, 4, 6, 8, 9)]
+

@@ -309,7 +309,8 @@ def test_the_streams_carried_neighbours_are_the_tables_until_another_loader_writ
             version = tables.version("landed_files")
             own, carried = recorded_ranges(spark, cfg, run, a, b)
             known.note_read(version, a, own, carried)
-        assert sorted(carried, key=repr) == sorted(recorded_ranges(spark, cfg, run, a, b)[1], key=repr)
+        else:  # what the table would have answered
+            assert sorted(carried, key=repr) == sorted(recorded_ranges(spark, cfg, run, a, b)[1], key=repr)
         plan = KafkaPlan()
         for p in (0, 1):
             plan.ranges.append(PlannedRange(None, OffsetRange("t", p, offset[p], offset[p] + 2 * p), a, b))

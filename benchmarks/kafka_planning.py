@@ -27,7 +27,7 @@ from benchmarks.measures import jobs_started
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.core.offsets import OffsetRange
-from etl.io.kafka import KafkaPlan, KnownRanges, PlannedRange, recorded_ranges
+from etl.io.kafka import KafkaPlan, KnownRanges, PlannedRange, piece_neighbours, recorded_ranges
 from etl.io.spark import build_spark_session
 from etl.io.tables import ensure_tables, open_tables
 from warehouse.schemas import LANDED_FILES
@@ -75,13 +75,9 @@ def main() -> None:
             for way in (("query", "carried") if piece % 2 else ("carried", "query")):
                 jobs0, t0 = jobs_started(spark), time.perf_counter()
                 if way == "query":
-                    own, queried = recorded_ranges(spark, cfg, run, a, a + step)
-                else:
-                    carried = known.take(tables, a)
-                    if carried is None:  # the first piece, and any piece after a write by someone else
-                        version = tables.version("landed_files")
-                        own, carried = recorded_ranges(spark, cfg, run, a, a + step)
-                        known.note_read(version, a, own, carried)
+                    queried = recorded_ranges(spark, cfg, run, a, a + step)[1]
+                else:  # the table read by the first piece only
+                    carried = piece_neighbours(spark, cfg, run, a, a + step, known)[1]
                 figures[way].append([time.perf_counter() - t0, jobs_started(spark) - jobs0])
             same = same and sorted(carried, key=repr) == sorted(queried, key=repr)
             plan = record(a)

@@ -1,7 +1,7 @@
 """Where a pass of ``etl stream`` on Kafka goes: ``benchmarks.stream_live`` (same arguments) with
 the stream's calls timed (the ingest's planning, its query of ``landed_files``, the broker's
 offsets, the tally, the appends; the load step's decide, log and apply), each pass's figures
-written beside ``--out`` (``<out>.passes.json``: per call, seconds and calls) and the medians over
+written beside ``--out`` (``<out>.passes.json``, as ``benchmarks.stream_piece.Timer`` keeps them) and the medians over
 the passes after the first two and before the last two printed to stderr.
 
     .venv/bin/python -m benchmarks.kafka_stream_calls --kafka --minutes 3 --rate 10 --keys 20000 \
@@ -10,16 +10,12 @@ the passes after the first two and before the last two printed to stderr.
 
 A call inside another counts in both; a call in the apply's thread is reported apart (``(beside)``)."""
 import atexit
-import functools
-import importlib
 import json
 import statistics
 import sys
-import threading
-import time
-from collections import defaultdict
 
 from benchmarks import stream_live
+from benchmarks.stream_piece import Timer
 
 CALLS = [
     ("etl.stream", "jobs.ingest_pieces"), ("etl.load.loader", "Loader.load_ready"),
@@ -37,53 +33,28 @@ CALLS = [
     ("etl.load.protocol", "CommitProtocol.start_apply"), ("etl.load.loader", "Loader._prepare"),
     ("etl.load.loader", "Loader._plan"), ("etl.load.loader", "check_sequence_definition"),
 ]
-current: dict[str, list] = defaultdict(lambda: [0.0, 0, 0])
-passes: list[dict] = []
 
 
-def wrap_calls() -> None:
-    """Every call of ``CALLS`` timed into ``current``; ``Loader.load_ready`` closes a pass."""
-    for module, attr in CALLS:
-        owner = importlib.import_module(module)
-        *path, name = attr.split(".")
-        for p in path:
-            owner = getattr(owner, p)
-        setattr(owner, name, _timed(getattr(owner, name), attr))
-
-
-def _timed(real, label: str):
-    @functools.wraps(real)
-    def timed(*args, **kwargs):
-        t0 = time.perf_counter()
-        try:
-            return real(*args, **kwargs)
-        finally:
-            here = label if threading.current_thread() is threading.main_thread() else label + " (beside)"
-            figures = current[here]
-            figures[0] += time.perf_counter() - t0
-            figures[2] += 1
-            if label == "Loader.load_ready":
-                passes.append(dict(current))
-                current.clear()
-    return timed
-
-
-def report(out: str) -> None:
-    steady = passes[2:-2] or passes
+def report(timer: Timer, out: str) -> None:
+    """Medians per call over the passes after the first two and before the last two (all, when
+    fewer), to stderr; every pass's figures (per call: seconds, -, -, calls) beside ``out``."""
+    steady = timer.pieces[2:-2] or timer.pieces
     medians = {}
     for label in sorted({k for p in steady for k in p}):
         xs = [p.get(label, [0.0])[0] for p in steady]
         medians[label] = (statistics.median(xs), sum(xs) / len(xs))
-    print("passes", len(passes), file=sys.stderr)
+    print("passes", len(timer.pieces), file=sys.stderr)
     for label, (median, mean) in sorted(medians.items(), key=lambda kv: -kv[1][1]):
         print(f"{label:45s} median {median:.3f}  mean {mean:.3f}", file=sys.stderr)
     with open(out + ".passes.json", "w") as f:
-        json.dump({"passes": passes}, f)
+        json.dump({"passes": timer.pieces}, f)
 
 
 if __name__ == "__main__":
     out = sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv else "docs/results/stream_live.json"
-    wrap_calls()
-    atexit.register(report, out)
+    timer = Timer(None, None)  # the session is stream_live's own, made after the calls are wrapped
+    for module, attr in CALLS:
+        timer.wrap(module, attr, closes_piece=attr == "Loader.load_ready")
+    atexit.register(report, timer, out)
     sys.argv = ["stream_live"] + sys.argv[1:]
     stream_live.main()

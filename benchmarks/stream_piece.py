@@ -76,7 +76,8 @@ CALLS = [
 class Timer:
     """Wraps the named calls; ``piece()`` closes a piece's figures."""
 
-    def __init__(self, spark, root: Path) -> None:
+    def __init__(self, spark, root: Path | None) -> None:
+        """``spark`` ``None``: seconds and calls only (a session not at hand when the calls are wrapped)."""
         self.spark, self.root = spark, root
         self.current: dict[str, list[float]] = defaultdict(lambda: [0.0, 0, 0, 0])
         self.pieces: list[dict] = []
@@ -92,7 +93,7 @@ class Timer:
 
         @functools.wraps(real)
         def timed(*args, **kwargs):
-            jobs0, commits0, t0 = jobs_started(self.spark), delta_commits(self.root), time.perf_counter()
+            jobs0, commits0, t0 = *self._counts(), time.perf_counter()
             result = None
             try:
                 result = real(*args, **kwargs)
@@ -104,14 +105,20 @@ class Timer:
                     self.current["released"] = [float(sum(b.updates_in for b in result.batches)), 0, 0, len(result.batches)]
                 figures = self.current[label_now]
                 figures[0] += time.perf_counter() - t0
-                figures[1] += jobs_started(self.spark) - jobs0
-                figures[2] += delta_commits(self.root) - commits0
+                jobs1, commits1 = self._counts()
+                figures[1] += jobs1 - jobs0
+                figures[2] += commits1 - commits0
                 figures[3] += 1
                 if closes_piece:
                     self.piece()
 
         setattr(owner, name, timed)
         self.undo.append((owner, name, real))
+
+    def _counts(self) -> tuple[int, int]:
+        if self.spark is None:
+            return 0, 0
+        return jobs_started(self.spark), delta_commits(self.root)
 
     def piece(self) -> None:
         self.pieces.append({k: list(v) for k, v in self.current.items()})

@@ -323,15 +323,16 @@ def _ingest_pieces(spark, cfg: EtlConfig, interval: Interval, start, end, fresh:
     scan = scan_sources(cfg, start, end)
     check_sequence_definition(cfg, open_tables(spark, cfg))
     if known is not None and not fresh:
-        known.forget()  # rows may be written over: read the table
-    kafka = plan_ranges(spark, cfg, interval, start, end, known=known if fresh else None)
+        known.forget()  # rows may be written over: read the table, carry nothing
+        known = None
+    kafka = plan_ranges(spark, cfg, interval, start, end, known=known)
     run = f"run_key = '{interval.run_key}'"
     lo, hi = windows_before(interval, mbs, start), windows_before(interval, mbs, end)
     pieces = (f"{run} AND unix_micros(arrival_minute) >= {int(start.timestamp() * 1e6)} "
               f"AND unix_micros(arrival_minute) < {int(end.timestamp() * 1e6)}")
     tally = _write_checked(
         spark, cfg, interval, scan, kafka, start, end, f"{run} AND batch_index >= {lo} AND batch_index < {hi}", pieces, pieces,
-        fresh=fresh, hold=hold, known=known if fresh else None)
+        fresh=fresh, hold=hold, known=known)
     summary = ingest_summary(interval, len(scan.files), scan.skipped + kafka.skipped, tally.lines, tally.blank_lines,
                              tally.reasons, ranges=len(kafka.ranges), kafka_lost=kafka.lost_records)
     summary["batch_counts"] = tally.windows

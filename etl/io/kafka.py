@@ -303,16 +303,33 @@ class KnownRanges:
         if read is None:
             return
         version, a, others = read
+        ours = version + int(kafka_rows > 0)  # the version the piece's own commit made
         try:
-            if kafka_rows != len(plan.ranges) + len(plan.markers) or tables.version("landed_files") != version + int(kafka_rows > 0):
+            if kafka_rows != len(plan.ranges) + len(plan.markers) or tables.version("landed_files") != ours:
                 self.forget()  # a range without its row, or someone else wrote the table meanwhile
                 return
             written = [Recorded(p.start, p.range.topic, p.range) for p in plan.ranges]
             written += [rec for _, name, at in plan.markers if (rec := Recorded.parse(at, name)) is not None]
-            self._others, self._from, self._version = carried_forward(others, a, written, b), b, version + int(kafka_rows > 0)
+            self._others, self._from, self._version = carried_forward(others, a, written, b), b, ours
         except Exception:  # noqa: BLE001 - the next piece reads the table
             log.warning("the Kafka ranges just recorded are not carried to the next piece", exc_info=True)
             self.forget()
+
+
+def piece_neighbours(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datetime,
+                     known: KnownRanges | None = None) -> tuple[list, list[Recorded]]:
+    """``recorded_ranges`` of the piece ``[a, b)``; with ``known``, what it carries while that holds
+    (else the table is read, and the read noted for the piece's write to carry on)."""
+    if known is None:
+        return recorded_ranges(spark, cfg, interval, a, b)
+    tables = open_tables(spark, cfg)
+    carried = known.take(tables, a)
+    if carried is not None:
+        return [], carried
+    version = tables.version("landed_files")
+    rows, others = recorded_ranges(spark, cfg, interval, a, b)
+    known.note_read(version, a, rows, others)
+    return rows, others
 
 
 def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datetime, decided: bool = False,
@@ -326,14 +343,7 @@ def plan_ranges(spark, cfg: EtlConfig, interval: Interval, a: datetime, b: datet
     entity = cfg.entity_model
     if not entity.kafka_inputs:
         return out
-    carried = known.take(open_tables(spark, cfg), a) if known is not None else None
-    if carried is not None:
-        rows, others = [], carried
-    else:
-        version = open_tables(spark, cfg).version("landed_files") if known is not None else None
-        rows, others = recorded_ranges(spark, cfg, interval, a, b)
-        if known is not None:
-            known.note_read(version, a, rows, others)
+    rows, others = piece_neighbours(spark, cfg, interval, a, b, known)
     own, own_lost, own_ends = [], [], {}
     for r in rows:  # the piece's start as an instant: a collected timestamp would be in the driver's local time
         minute = _instant(r.minute_us)

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
+from etl.core.sizing import configured_n_part
 from etl.generator import CITIES
 from etl.ingest import row_hash
 from etl.io.layout_store import load_layout
@@ -84,7 +85,7 @@ def seed_direct(spark, cfg: EtlConfig, keys: int, run: Interval, presence: float
         .withColumn("is_inferred", F.lit(False))  # a customer some fact references has the column (conform drops it otherwise)
     )
     with spark_progress(spark, "seeding key_map", progress):
-        append(rows.repartition(cfg.n_part, "segment_id"), cfg, "key_map")
+        append(rows.repartition(configured_n_part(cfg), "segment_id"), cfg, "key_map")
     with spark_progress(spark, "seeding customer_current", progress):
         append(rows, cfg, "customer_current")
     seeded = read(spark, cfg, "key_map").count()

@@ -45,6 +45,7 @@ from benchmarks.measures import delta_commits, jobs_started, keymap_segment_size
 from benchmarks.report import partitioned_settings
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
+from etl.core.sizing import configured_n_part
 from etl.generator import SKEWS, StreamSpec, generate_stream, skew
 from etl.io.spark import build_spark_session
 from etl.load.protocol import CommitProtocol
@@ -175,7 +176,8 @@ def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dic
             "released_pieces": len(released), "per_released_piece": per_release,
             "pieces_raw": [{k: [round(v[0], 3), *v[1:]] for k, v in p.items() if v[3]} for p in timer.pieces],
             "seconds_whole_run": round(whole, 1), "seconds_per_piece": round(statistics.median(totals), 3),
-            "settings": {**{k: getattr(cfg, k) for k in ("memory_budget", "n_part", "tau")}, **run_sizes(stream.loader.strategy)},
+            "settings": {**{k: getattr(cfg, k) for k in ("memory_budget", "tau")}, "n_part": configured_n_part(cfg),
+                         **run_sizes(stream.loader.strategy)},
             "per_piece": per_piece, "coalesced_applies": applies}
 
 

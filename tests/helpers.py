@@ -138,6 +138,9 @@ CRASH_SETTINGS = dict(
     # These tables are far below deletion_vectors_from_bytes, so the default rewrites;
     # `ETL_CRASH_DELETION_VECTORS=on make crash-matrix` runs the harness with deletion vectors in use.
     deletion_vectors=os.environ.get("ETL_CRASH_DELETION_VECTORS", "auto"),
+    # With the table services' points (`ETL_CRASH_SERVICES=1`), segments of at most 20 rows: the
+    # run's keys grow its segments past them, so partitioned-range's end splits them.
+    theta=10 if os.environ.get("ETL_CRASH_SERVICES", "") == "1" else EtlConfig.theta,
 )
 
 

@@ -117,6 +117,10 @@ class EtlConfig:
     # segment left with more files than this is compacted into one, under the load lock
     # (etl/core/services.py; 0: off, compaction is the maintenance DAG's).
     key_map_files_per_segment: int = 2
+    # A table service at a run's end (partitioned-range), under the load lock: a key_map segment
+    # grown past 2*theta rows is split to theta..2*theta (etl/io/rebalance.py, splits only; the
+    # next run starts cold). false: splits wait for the maintenance DAG's rebalance, which merges too.
+    rebalance_between_runs: bool = True
     sources: tuple[str, ...] = ()  # empty: accept any source_id
     max_record_bytes: int = 65536
     max_rejected_fraction: float = 1.0  # a run whose rejected share exceeds this fails
@@ -166,7 +170,9 @@ class EtlConfig:
     tau: int = 1000  # epoch length, in stream tuples
     rho: float = 0.25  # eviction hysteresis of rule (6.1)
     theta: int = 8192  # minimum segment size in tuples (range variant: theta..2*theta)
-    n_part: int = 64  # segments of key_map (hash variant; initial range layout)
+    # segments of key_map (hash variant; initial range layout), fixed by a warehouse's first load;
+    # 0: derived, key_domain over 1.5*theta (etl/core/sizing.py; Table 6.2's 200 MB give 134)
+    n_part: int = 0
     k: int = 8  # MESHJOIN: relation segments per cycle
     d: int = 1 << 20  # MESHJOIN: bytes per relation segment
     memory_budget: int = 40 << 20  # join memory in bytes: the partitioned join's resident segments
@@ -312,7 +318,6 @@ def _validate(cfg: EtlConfig) -> None:
         "max_record_bytes",
         "tau",
         "theta",
-        "n_part",
         "k",
         "d",
         "memory_budget",
@@ -343,6 +348,7 @@ def _validate(cfg: EtlConfig) -> None:
     need(cfg.stream_stale_seconds > cfg.stream_heartbeat_seconds, "stream_stale_seconds",
          "must exceed stream_heartbeat_seconds (a live stream would look stopped between two heartbeats)")
     need(cfg.max_wait_s >= 0, "max_wait_s", "must be >= 0 (0 means no bound)")
+    need(cfg.n_part >= 0, "n_part", "must be >= 0 (0: derived from key_domain and theta)")
     need(cfg.n_invoke >= 0, "n_invoke", "must be >= 0 (0: derived from memory_budget and key_map's segments)")
     need(cfg.wait_buffer_tuples >= 0, "wait_buffer_tuples", "must be >= 0 (0: derived from memory_budget)")
     need(0 <= cfg.l_mark <= cfg.h_mark, "l_mark", "must be between 0 and h_mark")

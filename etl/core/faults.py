@@ -27,6 +27,9 @@ PARTITIONED_POINTS = (
 )
 # After a coalesced apply (apply_interval_seconds above 0): a table service committed (issue 47).
 SERVICE_POINTS = ("services.key_map_compacted",)
+# At a run's end (partitioned-range, rebalance_between_runs): key_map's split segments rewritten,
+# the new layout staged and not yet promoted (issue 47).
+BETWEEN_RUNS_POINTS = ("services.key_map_rebalanced",)
 MESHJOIN_POINTS = ("strategy.snapshot_written",)
 INGEST_POINTS = ("ingest.ingested_written", "ingest.rejected_written")
 

@@ -129,6 +129,20 @@ def needs_refinement(layout: SlotArray, slot_rows: dict[int, int], theta: int) -
     return finer is not None and finer.n_slots <= MAX_SLOTS and any(n > 2 * theta for n in slot_rows.values())
 
 
+def segments_to_split(layout: SlotArray, segment_rows: dict[int, int], theta: int) -> list[int]:
+    """The segments above ``2*theta`` rows that a rebalance can split: of more than one slot, or
+    in a slot array that can still be refined. Decided from the rows per segment alone (what a
+    run's end knows without reading the keys), so the table service between runs reads key_map's
+    keys only when it has a split to make."""
+    finer = layout.refined()
+    refinable = finer is not None and finer.n_slots <= MAX_SLOTS
+    slots_of: dict[int, int] = {}
+    for seg in layout.slots:
+        slots_of[seg] = slots_of.get(seg, 0) + 1
+    return sorted(seg for seg, n in segment_rows.items()
+                  if n > 2 * theta and seg in slots_of and (refinable or slots_of[seg] > 1))
+
+
 def _segment_rows(layout: SlotArray, slot_rows: dict[int, int]):
     rows: dict[int, int] = {}
     n_slots_of: dict[int, int] = {}
@@ -138,10 +152,10 @@ def _segment_rows(layout: SlotArray, slot_rows: dict[int, int]):
     return rows, n_slots_of
 
 
-def plan_rebalance(layout: SlotArray, slot_rows: dict[int, int], theta: int) -> RebalancePlan:
+def plan_rebalance(layout: SlotArray, slot_rows: dict[int, int], theta: int, merge: bool = True) -> RebalancePlan:
     """Split segments above ``2*theta`` rows at slot boundaries into pieces of at most ``2*theta``
-    where the slots allow, then merge a segment below ``theta`` into its right (else left)
-    neighbour when together they stay within ``2*theta``. Segments are runs of adjacent slots
+    where the slots allow, then (``merge``) merge a segment below ``theta`` into its right (else
+    left) neighbour when together they stay within ``2*theta``. Segments are runs of adjacent slots
     before and after; the first piece of a split keeps the old id; a merge keeps the id of the
     larger, so the fewest rows move."""
     slots = list(layout.slots)
@@ -171,6 +185,8 @@ def plan_rebalance(layout: SlotArray, slot_rows: dict[int, int], theta: int) -> 
             next_id += 1
         split[seg] = ids
     merged: dict[int, int] = {}
+    if not merge:
+        return RebalancePlan(SlotArray(layout.key_domain, tuple(slots), layout.slot_length), split, merged)
     rows, _ = _segment_rows(SlotArray(layout.key_domain, tuple(slots), layout.slot_length), slot_rows)
     order = []  # segments in key order
     for s in slots:

@@ -13,14 +13,21 @@ stored bytes a row: docs/decisions/sizes-by-rows.md). So:
   start finds it (a range segment holds ``theta`` to ``2*theta`` rows; Table 6.2's 1.5 MB);
 - ``n_invoke``: the wait buffer's share per segment the memory holds. The thesis gives no rule;
   this one gives its 3,000 from its other sizes and moves with them, where a fixed threshold that
-  no segment's share reaches leaves every probe to an overflow.
+  no segment's share reaches leaves every probe to an overflow;
+- ``n_part``, key_map's segments when its layout is first made: ``key_domain`` keys (a row each)
+  over an average range segment, 1.5 ``theta`` rows (the thesis: "partitions of length between
+  1-2 MB"), so a first range layout is already what the rebalance keeps, and a hash segment has a
+  range segment's size instead of whatever a fixed count makes of the table.
 
-Table 6.2's numbers give 65,536 tuples, 22 segments and an ``n_invoke`` of 2,978 (the thesis sets
-3,000): ``tests/etl/core/test_sizing.py``. A setting given explicitly wins over its derivation. A
-run keeps the sizes its start derived (its snapshot), so a restart uses the run's own."""
+Table 6.2's numbers give 65,536 tuples, 22 segments held, an ``n_invoke`` of 2,978 (the thesis
+sets 3,000) and, for its 200 MB relation of 1,638,400 rows, 134 segments:
+``tests/etl/core/test_sizing.py``. A setting given explicitly wins over its derivation. A run
+keeps the sizes its start derived (its snapshot), so a restart uses the run's own; a warehouse
+keeps the layout its first load made (``etl.io.layout_store``)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -44,6 +51,19 @@ def segment_bytes(theta: int, r_bytes: float, rows: int = 0, segments: int = 0) 
     """key_map's average segment in bytes: its rows over its segments, or, with none yet, a range
     segment of ``theta``..``2*theta`` rows (1.5 ``theta`` on average) of ``r_bytes``."""
     return (rows / segments if rows and segments else 1.5 * theta) * r_bytes
+
+
+def segments_for(key_domain: int, theta: int) -> int:
+    """key_map's segments for a domain of ``key_domain`` keys: one per 1.5 ``theta`` of them, the
+    average of a range segment's ``theta``..``2*theta`` rows."""
+    if key_domain <= 0 or theta <= 0:
+        raise ValueError("need key_domain and theta > 0")
+    return max(1, math.ceil(key_domain / (1.5 * theta)))
+
+
+def configured_n_part(cfg) -> int:
+    """``cfg.n_part`` when given (above 0), else derived from ``key_domain`` and ``theta``."""
+    return cfg.n_part if cfg.n_part > 0 else segments_for(cfg.key_domain, cfg.theta)
 
 
 def wait_buffer_for(memory_budget: int, s_bytes: float) -> int:

@@ -13,6 +13,7 @@ from pyspark.sql import functions as F
 
 from etl.core.config import EtlConfig
 from etl.core.layout import HashLayout, SlotArray, layout_from_json
+from etl.core.sizing import configured_n_part
 from etl.io.files import write_atomic
 from etl.io.tables import read
 from etl.transforms.layout import segment_column
@@ -26,8 +27,10 @@ def write_layout(cfg: EtlConfig, layout, suffix: str = "") -> Path:
 
 
 def configured_layout(cfg: EtlConfig, kind: str = "range"):
-    """A layout of ``kind`` as the configuration lays one out (``n_part``, ``key_domain``)."""
-    return HashLayout(cfg.n_part) if kind == "hash" else SlotArray.even(cfg.key_domain, cfg.n_part)
+    """A layout of ``kind`` as the configuration lays one out (``n_part``, derived from
+    ``key_domain`` and ``theta`` unless set: ``etl.core.sizing.configured_n_part``)."""
+    n_part = configured_n_part(cfg)
+    return HashLayout(n_part) if kind == "hash" else SlotArray.even(cfg.key_domain, n_part)
 
 
 def stored_layout(cfg: EtlConfig):

@@ -19,10 +19,12 @@ from pyspark.sql import functions as F
 from etl.core import registry
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.interval import Interval
+from etl.core.layout import SlotArray, segments_to_split
 from etl.core.policy import load_batches, plan_lookahead
 from etl.core.stream_plan import n_windows, settled_groups
 from etl.io.layout_store import load_layout, settle_pending_layout
 from etl.io.lock import LoadLock, WarehouseLocked
+from etl.io.rebalance import RebalanceBlocked, rebalance
 from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner
 from etl.io.sequence_store import check_sequence_definition
 from etl.io.tables import open_tables
@@ -247,6 +249,7 @@ class Loader:
             self._release_held()
             self._settling_strategy(owner).settle(interval.run_key)
             self.protocol.apply_tail()
+            self._rebalance_between_runs()  # a restart after the flush makes the split its end would have
             return result
         if self._continuing:
             self.strategy.arrived(sizes)
@@ -288,7 +291,38 @@ class Loader:
                 progress(f"end-of-run release {n} committed (the updates still waiting in the join)")
         self.protocol.apply_tail()  # a finished run's tables are its own: its gate, a fact's lookups read them
         self.strategy.end()
+        self._rebalance_between_runs()
         return result
+
+    def _rebalance_between_runs(self) -> None:
+        """A table service at a run's end, applied and its snapshot gone (``rebalance_between_runs``,
+        issue 47): partitioned-range's key_map segments grown past ``2*theta`` rows split, under the
+        lock this call holds, so an always-on loader, which never lets the maintenance DAG in,
+        keeps its segments the thesis's size. Decided from the rows per segment (answered from the
+        Parquet footers); the keys are read only for a split. A split changes the layout, so the
+        next run starts cold; a crash in it is settled by the next call's ``_prepare`` and the split
+        made again by the restart, so the tables are those of a run never killed."""
+        if not (self.cfg.rebalance_between_runs and self.spec.name == "partitioned-range"
+                and isinstance(self.layout, SlotArray)):
+            return
+        self.protocol.verify_lock()
+        rows = {int(r["segment_id"]): int(r["count"])
+                for r in self.tables.read("key_map").groupBy("segment_id").count().collect()}
+        due = segments_to_split(self.layout, rows, self.cfg.theta)
+        if not due:
+            return
+        started = time.time()
+        try:
+            done = rebalance(self.spark, self.cfg, merge=False)
+        except RebalanceBlocked as exc:  # another interval's run is open: its pending tuples are by segment
+            log.info("key_map's segments %s are above 2*theta rows, not split now: %s", due, exc)
+            return
+        except Exception as exc:  # noqa: BLE001 - the run is loaded; a staged layout is settled next time
+            log.warning("key_map's split between runs failed (%s); the next run's end plans it again", exc)
+            return
+        log.info("key_map: segments %s split between runs in %.1f s (%d -> %d segments, %d rows moved)",
+                 sorted(done["split"]), time.time() - started, done["segments_before"], done["segments_after"],
+                 done["rows_moved"])
 
     def _settling_strategy(self, owner: str | None):
         """The strategy that closes a finished run: its owner's (a crash right after the flush

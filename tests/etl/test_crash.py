@@ -59,10 +59,12 @@ if SERVICES:
         raise RuntimeError("ETL_CRASH_SERVICES=1 needs ETL_CRASH_APPLY_INTERVAL > 0 (the services follow coalesced "
                            "applies) and ETL_CRASH_DELETION_VECTORS=on (without them these tables never need one)")
     POINTS = {strategy: points + faults.SERVICE_POINTS for strategy, points in POINTS.items()}
+    # and the split at a run's end, partitioned-range's (CRASH_SETTINGS' theta of 10 makes one due)
+    POINTS["partitioned-range"] += faults.BETWEEN_RUNS_POINTS
 
 # The n-th passage of the point: mid-run where the point is passed per batch, else the first.
 ONCE_PER_RUN = {"strategy.snapshot_written", "partitioned.join_state_carried", "partitioned.wait_buffer_released",
-                *faults.INGEST_POINTS, *faults.SERVICE_POINTS}
+                *faults.INGEST_POINTS, *faults.SERVICE_POINTS, *faults.BETWEEN_RUNS_POINTS}
 QUICK = [
     ("partitioned-range", "partitioned.wait_buffer_appended"),
     ("meshjoin", "load.current_merged"),  # between the two MERGEs (key_map's is the last)

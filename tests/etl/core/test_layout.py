@@ -67,3 +67,21 @@ def test_a_one_slot_segment_asks_for_finer_slots():
     assert needs_refinement(layout, {0: 500}, theta=40)
     assert not needs_refinement(layout, {0: 50, 1: 80}, theta=40)
     assert not needs_refinement(SlotArray(4, (0, 1, 2, 3), 1), {0: 500}, theta=40)  # one key per slot already
+
+
+def test_between_runs_only_a_segment_above_two_theta_that_can_be_split_is_due_and_only_split():
+    """The service between runs splits and never merges (a small segment costs a probe little;
+    the weekly maintenance merges): the plan's merges are left out, its splits are the full plan's."""
+    from etl.core.layout import plan_rebalance, segments_to_split
+
+    layout = SlotArray(800, (0, 0, 0, 0, 1, 2, 3, 3), 100)
+    slot_rows = {0: 30, 1: 30, 2: 30, 3: 30, 4: 5, 5: 50, 6: 20, 7: 20}
+    assert segments_to_split(layout, _rows_of(layout, slot_rows), theta=40) == [0]
+    assert segments_to_split(layout, _rows_of(layout, slot_rows), theta=60) == []  # 120 rows <= 2*60
+    split_only = plan_rebalance(layout, slot_rows, theta=40, merge=False)
+    assert split_only.split == plan_rebalance(layout, slot_rows, theta=40).split and split_only.merged == {}
+    # One slot left in a slot array that cannot be refined: nothing to split, no read of the keys.
+    single = SlotArray(2, (0, 1), 1)  # one key a slot
+    assert single.refined() is None and segments_to_split(single, {0: 500, 1: 1}, theta=40) == []
+    # A segment the layout does not have (rows of an older layout) is not the plan's to split.
+    assert segments_to_split(layout, {9: 500}, theta=40) == []

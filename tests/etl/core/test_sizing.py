@@ -10,8 +10,10 @@ from etl.core.sizing import (
     JoinSizes,
     configured_sizes,
     join_sizes,
+    configured_n_part,
     run_sizes,
     segment_bytes,
+    segments_for,
 )
 
 THESIS_SEGMENT = segment_bytes(THESIS["theta"], THESIS["r_bytes"])  # 1.5 MB: segments of 1 to 2 MB
@@ -82,3 +84,18 @@ def test_the_configuration_derives_unless_told_and_refuses_negative_sizes():
             EtlConfig(**{name: -1})
     with pytest.raises(ConfigError, match="s_bytes"):
         EtlConfig(s_bytes=0)
+
+
+def test_table_6_2_s_relation_is_laid_out_in_segments_of_one_to_two_mb():
+    """200 MB of 128-byte rows with theta 1 MB (8,192 rows): 134 segments of 1.5 MB, the thesis's
+    "partitions of length between 1-2 MB"; a count given wins, and a bad one is refused."""
+    rows = 200 * MB // THESIS["r_bytes"]
+    assert segments_for(rows, THESIS["theta"]) == 134
+    assert THESIS["theta"] <= rows / 134 <= 2 * THESIS["theta"]
+    cfg = EtlConfig(key_domain=rows, theta=THESIS["theta"])
+    assert configured_n_part(cfg) == 134 and configured_n_part(cfg.replace(n_part=89)) == 89
+    assert segments_for(10, 8192) == 1
+    assert configured_n_part(EtlConfig()) == 82  # the default 1,000,000 keys and theta 8,192
+    for name in ("n_part", "theta", "key_domain"):
+        with pytest.raises(ConfigError, match=name):
+            EtlConfig(**{name: -1})

@@ -465,3 +465,67 @@ def test_a_probe_of_thousands_of_segments_at_once_selects_exactly_their_pending_
     rows = spark.createDataFrame([(s, s + d) for s in due for d in (0, 1)], "segment_id int, batch_index int")
     got = sorted((r.segment_id, r.batch_index) for r in rows.where(pending_condition(due, last_probe_step)).collect())
     assert got == sorted((s, s + d) for s in due for d in (0, 1) if s % 3 == 0 or d == 1)
+
+
+@pytest.mark.memory_tables
+def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_in_the_split_changes_nothing(spark, cfg, tmp_path,
+                                                                                                 monkeypatch):
+    """Issue 47's table service between runs: with theta 20, the first run's keys grow the even
+    layout's segments past 40 rows, and the run's end splits them (no segment left above 2*theta,
+    key_map's rows where the new layout puts them); with the service off they stay grown. Both
+    decide every update as the reference join does. Killed in the split, before its commit or
+    after it, the restarts leave the tables and the layout of the run never killed."""
+    from etl.io import rebalance as rebalance_module
+    from etl.io.layout_store import stored_layout
+    from etl.transforms.layout import segment_column
+    from pyspark.sql import functions as F
+
+    on = cfg.replace(join_strategy="partitioned-range", theta=20, **TINY)
+    off = reference_in_memory(on, tmp_path / "off").replace(rebalance_between_runs=False)
+    before, after = (reference_in_memory(on, tmp_path / name) for name in ("before", "after"))
+    generate_stream(StreamSpec(start=T0, duration_s=240, rate=6, seed=21, **STREAMS["skewed"]), on.landing_path)
+
+    def rows_per_segment(c):
+        return {int(r[0]): int(r[1]) for r in read(spark, c, "key_map").groupBy("segment_id").count().collect()}
+
+    def misplaced(c):
+        seg = segment_column(stored_layout(c))
+        return read(spark, c, "key_map").where(seg(F.col("source_id"), F.col("natural_key")) != F.col("segment_id")).count()
+
+    for c in (on, off):
+        jobs.ingest(spark, c, FIRST)
+        jobs.load(spark, c, FIRST)
+    assert max(rows_per_segment(off).values()) > 40 and len(stored_layout(off).segments) == 8
+    assert max(rows_per_segment(on).values()) <= 40 and len(stored_layout(on).segments) > 8
+    assert misplaced(on) == 0
+
+    class Killed(BaseException):  # as a kill: not an error the service logs and goes on from
+        pass
+
+    real_open_tables = rebalance_module.open_tables
+
+    def killed_before_the_commit(*args):
+        raise Killed("before key_map's rewrite")
+
+    def killed_after_the_commit(point):
+        if point == "services.key_map_rebalanced":
+            raise Killed(point)
+
+    for c, patch in ((before, ("open_tables", killed_before_the_commit)), (after, ("crash_point", killed_after_the_commit))):
+        jobs.ingest(spark, c, FIRST)
+        monkeypatch.setattr(rebalance_module, *patch)
+        with pytest.raises(Killed):
+            jobs.load(spark, c, FIRST)
+        monkeypatch.setattr(rebalance_module, "open_tables", real_open_tables)
+        monkeypatch.setattr(rebalance_module, "crash_point", lambda point: None)
+        assert (c.meta_path / "segment_layout.json.next").exists()  # staged, not yet promoted
+        jobs.load(spark, c, FIRST)  # the restart: settled, the split made (again) at the run's end
+        assert stored_layout(c) == stored_layout(on) and misplaced(c) == 0
+
+    for c in (on, off, before, after):
+        jobs.ingest(spark, c, SECOND)
+        jobs.load(spark, c, SECOND)
+        assert_equals_oracle(spark, c)
+    for c in (before, after):
+        assert deterministic_tables(spark, c) == deterministic_tables(spark, on)
+        assert stored_layout(c) == stored_layout(on)

@@ -1,0 +1,97 @@
+"""Rebalancing ``key_map``'s range segments to ``theta``..``2*theta`` rows: the maintenance step
+(``etl maintain --steps rebalance``, splits and merges) and, with the load lock the loader already
+holds, the table service between runs (``rebalance_between_runs``: splits only), so both live
+here and the load never imports maintenance.
+
+It follows ``etl.core.layout.plan_rebalance``: only the touched partitions of ``key_map`` are
+rewritten, in one Delta commit that changes nothing but ``segment_id``. The new layout is staged
+next to the current one first and promoted after the commit; a crash in between is settled by the
+next start under the lock, which checks which layout the table follows (``settle_pending_layout``).
+A run that has not finished (a partitioned join's pending tuples or a MESHJOIN snapshot under
+``_meta/runs``) blocks it, since its pending work is keyed by the old segments."""
+
+from __future__ import annotations
+
+import logging
+
+from pyspark.sql import functions as F
+
+from etl.core.config import EtlConfig
+from etl.core.faults import crash_point
+from etl.core.layout import SlotArray, needs_refinement, plan_rebalance
+from etl.io.layout_store import PENDING, load_layout, settle_pending_layout, write_layout
+from etl.io.tables import open_tables, read
+from etl.transforms.layout import segment_column, slot_column
+
+log = logging.getLogger(__name__)
+
+
+class RebalanceBlocked(RuntimeError):
+    """key_map cannot be laid out anew now (an unfinished run depends on the current layout)."""
+
+
+def slot_rows(spark, cfg: EtlConfig, layout: SlotArray) -> dict[int, int]:
+    slot = slot_column(layout, F.col("natural_key"))
+    return {int(r[0]): int(r[1]) for r in read(spark, cfg, "key_map").groupBy(slot).count().collect()}
+
+
+def unfinished_runs(cfg: EtlConfig) -> list[str]:
+    """Runs with a run snapshot: begun, not ended (the partitioned join's pending tuples are named
+    again by segment when such a run is taken up)."""
+    return sorted({p.name.split(".")[0] for p in (cfg.meta_path / "runs").glob("*.json")})
+
+
+def check_no_unfinished_runs(cfg: EtlConfig, step: str) -> None:
+    unfinished = unfinished_runs(cfg)
+    if unfinished:
+        raise RebalanceBlocked(
+            f"{step}: runs {', '.join(unfinished)} are not finished (their pending updates are kept by "
+            "segment); finish them (rerun their load) and retry"
+        )
+
+
+def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8, merge: bool = True) -> dict:
+    """key_map's range layout split (and, with ``merge``, merged) to ``theta``..``2*theta`` rows a
+    segment; what was done, as the maintenance report shows it."""
+    settle_pending_layout(spark, cfg)
+    layout = load_layout(cfg)
+    if not isinstance(layout, SlotArray):
+        return {"step": "rebalance", "skipped": "hash layout: n_part segments are fixed"}
+    check_no_unfinished_runs(cfg, "rebalance")
+    rows = slot_rows(spark, cfg, layout)
+    refinements = 0
+    while needs_refinement(layout, rows, cfg.theta) and refinements < max_refinements:
+        layout = layout.refined()
+        rows = slot_rows(spark, cfg, layout)
+        refinements += 1
+    plan = plan_rebalance(layout, rows, cfg.theta, merge=merge)
+    result = {
+        "step": "rebalance",
+        "theta": cfg.theta,
+        "segments_before": len(set(load_layout(cfg).slots)),
+        "segments_after": len(set(plan.layout.slots)),
+        "split": {str(k): v for k, v in plan.split.items()},
+        "merged": {str(k): v for k, v in plan.merged.items()},
+        "slot_refinements": refinements,
+        "rows_moved": 0,
+    }
+    if not plan.changed:
+        if refinements:
+            write_layout(cfg, layout)  # same mapping, finer slots: no row changes
+        return result
+    touched = plan.touched_segments
+    new_seg = segment_column(plan.layout)
+    km = read(spark, cfg, "key_map")
+    moved = km.where(F.col("segment_id").isin(touched)).withColumn(
+        "segment_id", new_seg(F.col("source_id"), F.col("natural_key"))
+    ).localCheckpoint(eager=True)
+    result["rows_moved"] = moved.join(
+        km.where(F.col("segment_id").isin(touched)), ["source_id", "natural_key", "segment_id"], "left_anti"
+    ).count()
+    write_layout(cfg, plan.layout, PENDING)
+    predicate = f"segment_id IN ({', '.join(str(s) for s in touched)})"
+    open_tables(spark, cfg).replace_where(moved, "key_map", predicate)
+    crash_point("services.key_map_rebalanced")  # rewritten, the new layout staged: the next start promotes it
+    settle_pending_layout(spark, cfg)
+    log.info("rebalanced key_map: %s", result)
+    return result

@@ -182,6 +182,7 @@ def main() -> None:
         warehouse_root=str(work / SEED_RANGE), landing_root=str(work / "landing-seed"), gx_root=str(work / "gx"),
         runs_root=str(work / "runs-seed"), spark_shuffle_partitions=2, key_domain=size["keys"], n_part=size["n_part"],
         micro_batch_seconds=t, n_invoke=200, wait_buffer_tuples=2000, tau=500, k=k, d=1,
+        split_segments_per_run=0,  # as the recorded runs, before the split at a run's end
     )
     spark = build_spark_session(base, app_name="bench-strategies", master="local[2]")
     seed_run = Interval(T0, T0 + timedelta(minutes=5))

@@ -367,6 +367,7 @@ def main() -> None:
         warehouse_root=str(work / "wh"), gx_root=str(work / "gx"), spark_master="local[2]", spark_shuffle_partitions=2,
         micro_batch_seconds=args.micro_batch_seconds, key_domain=args.keys, schedule=f"*/{args.run_minutes} * * * *",
         n_part=args.seed["n_part"] if args.seed else 64,  # the count every recorded run used (derived: 2 at 20,000 keys)
+        split_segments_per_run=0,  # as the recorded runs, before the split at a run's end
     )
     broker = None
     args.broker = None

@@ -239,7 +239,8 @@ def main() -> None:
                      spark_shuffle_partitions=2, key_domain=args.keys, schedule=f"*/{args.minutes} * * * *",
                      piece_seconds=args.piece_seconds, micro_batch_seconds=args.micro_batch_seconds,
                      apply_interval_seconds=args.apply_interval_seconds, stream_grace_seconds=0,
-                     n_part=args.n_part, spark_driver_memory=args.driver_memory)
+                     n_part=args.n_part, spark_driver_memory=args.driver_memory,
+                     split_segments_per_run=0)  # as the recorded runs, before the split at a run's end
     spark = build_spark_session(base, app_name="bench-stream-piece", master="local[2]")
     try:
         rows = []

@@ -46,6 +46,7 @@ from etl.io.runs import (
     landing_changes,
     recorded_files,
     scan_sources,
+    summary_path,
 )
 from etl.io.sequence_store import check_sequence_definition
 from etl.io.spark import sql_settings
@@ -80,7 +81,7 @@ def write_summary(cfg: EtlConfig, interval: Interval, stage: str, summary: dict)
 
 
 def read_summary(cfg: EtlConfig, interval: Interval, stage: str) -> dict | None:
-    path = cfg.runs_path / interval.run_key / f"{stage}.json"
+    path = summary_path(cfg, interval.run_key, stage)
     return json.loads(path.read_text()) if path.exists() else None
 
 

@@ -2,7 +2,7 @@
 
 Every step holds the warehouse's load lock (it fails fast while a load runs). Rebalancing
 (range layout only; the hash layout has a fixed ``n_part``) is ``etl.io.rebalance``'s, which the
-loader also runs between runs for splits alone (``rebalance_between_runs``); here it merges too.
+loader also runs at a run's end for splits alone (``split_segments_per_run``); here it merges too.
 """
 
 from __future__ import annotations

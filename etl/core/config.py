@@ -117,10 +117,11 @@ class EtlConfig:
     # segment left with more files than this is compacted into one, under the load lock
     # (etl/core/services.py; 0: off, compaction is the maintenance DAG's).
     key_map_files_per_segment: int = 2
-    # A table service at a run's end (partitioned-range), under the load lock: a key_map segment
-    # grown past 2*theta rows is split to theta..2*theta (etl/io/rebalance.py, splits only; the
-    # next run starts cold). false: splits wait for the maintenance DAG's rebalance, which merges too.
-    rebalance_between_runs: bool = True
+    # A table service at a run's end (partitioned-range), under the load lock: up to this many of
+    # key_map's segments grown past 2*theta rows, the largest first, are split to theta..2*theta
+    # (etl/io/rebalance.py, splits only: a bounded rewrite; the next run starts cold). 0: off,
+    # splits wait for the maintenance DAG's rebalance, which merges too.
+    split_segments_per_run: int = 16
     sources: tuple[str, ...] = ()  # empty: accept any source_id
     max_record_bytes: int = 65536
     max_rejected_fraction: float = 1.0  # a run whose rejected share exceeds this fails
@@ -171,8 +172,9 @@ class EtlConfig:
     rho: float = 0.25  # eviction hysteresis of rule (6.1)
     theta: int = 8192  # minimum segment size in tuples (range variant: theta..2*theta)
     # segments of key_map (hash variant; initial range layout), fixed by a warehouse's first load;
-    # 0: derived, key_domain over 1.5*theta (etl/core/sizing.py; Table 6.2's 200 MB give 134)
-    n_part: int = 0
+    # 0: derived, key_domain's rows (a row per key and source) over 1.5*theta, at most 1,024
+    # (etl/core/sizing.py; Table 6.2's 1,638,400 rows give 134)
+    n_part: int = 64
     k: int = 8  # MESHJOIN: relation segments per cycle
     d: int = 1 << 20  # MESHJOIN: bytes per relation segment
     memory_budget: int = 40 << 20  # join memory in bytes: the partitioned join's resident segments
@@ -340,6 +342,7 @@ def _validate(cfg: EtlConfig) -> None:
     need(0 < cfg.r_wb <= 1, "r_wb", "must be in (0, 1]")
     need(cfg.rho >= 0, "rho", "must be >= 0")
     need(cfg.stream_grace_seconds >= 0, "stream_grace_seconds", "must be >= 0")
+    need(cfg.split_segments_per_run >= 0, "split_segments_per_run", "must be >= 0 (0: no split between runs)")
     need(cfg.key_map_files_per_segment >= 0, "key_map_files_per_segment", "must be >= 0 (0: no compaction between batches)")
     need(cfg.apply_interval_seconds >= 0, "apply_interval_seconds", "must be >= 0 (0: each batch applied as it is logged)")
     need(cfg.piece_seconds in PIECE_SECONDS, "piece_seconds",

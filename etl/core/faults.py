@@ -27,7 +27,7 @@ PARTITIONED_POINTS = (
 )
 # After a coalesced apply (apply_interval_seconds above 0): a table service committed (issue 47).
 SERVICE_POINTS = ("services.key_map_compacted",)
-# At a run's end (partitioned-range, rebalance_between_runs): key_map's split segments rewritten,
+# At a run's end (partitioned-range, split_segments_per_run): key_map's split segments rewritten,
 # the new layout staged and not yet promoted (issue 47).
 BETWEEN_RUNS_POINTS = ("services.key_map_rebalanced",)
 MESHJOIN_POINTS = ("strategy.snapshot_written",)

@@ -129,18 +129,22 @@ def needs_refinement(layout: SlotArray, slot_rows: dict[int, int], theta: int) -
     return finer is not None and finer.n_slots <= MAX_SLOTS and any(n > 2 * theta for n in slot_rows.values())
 
 
-def segments_to_split(layout: SlotArray, segment_rows: dict[int, int], theta: int) -> list[int]:
-    """The segments above ``2*theta`` rows that a rebalance can split: of more than one slot, or
-    in a slot array that can still be refined. Decided from the rows per segment alone (what a
-    run's end knows without reading the keys), so the table service between runs reads key_map's
-    keys only when it has a split to make."""
+def segments_to_split(layout: SlotArray, segment_rows: dict[int, int], theta: int, limit: int = 0) -> list[int]:
+    """The segments above ``2*theta`` rows that a rebalance may split: of more than one slot, or
+    in a slot array that can still be refined, the largest first (ties: the lower id); with
+    ``limit``, only that many. Decided from the rows per segment alone
+    (what a run's end knows without reading the keys), so the table service between runs reads
+    keys only of segments that may split; one whose rows all sit in one slot that cannot be cut is
+    read and left as it is."""
     finer = layout.refined()
     refinable = finer is not None and finer.n_slots <= MAX_SLOTS
     slots_of: dict[int, int] = {}
     for seg in layout.slots:
         slots_of[seg] = slots_of.get(seg, 0) + 1
-    return sorted(seg for seg, n in segment_rows.items()
-                  if n > 2 * theta and seg in slots_of and (refinable or slots_of[seg] > 1))
+    due = sorted((seg for seg, n in segment_rows.items()
+                  if n > 2 * theta and seg in slots_of and (refinable or slots_of[seg] > 1)),
+                 key=lambda seg: (-segment_rows[seg], seg))
+    return due[:limit] if limit > 0 else due
 
 
 def _segment_rows(layout: SlotArray, slot_rows: dict[int, int]):

@@ -14,10 +14,11 @@ stored bytes a row: docs/decisions/sizes-by-rows.md). So:
 - ``n_invoke``: the wait buffer's share per segment the memory holds. The thesis gives no rule;
   this one gives its 3,000 from its other sizes and moves with them, where a fixed threshold that
   no segment's share reaches leaves every probe to an overflow;
-- ``n_part``, key_map's segments when its layout is first made: ``key_domain`` keys (a row each)
-  over an average range segment, 1.5 ``theta`` rows (the thesis: "partitions of length between
-  1-2 MB"), so a first range layout is already what the rebalance keeps, and a hash segment has a
-  range segment's size instead of whatever a fixed count makes of the table.
+- ``n_part``, key_map's segments when its layout is first made, when set to 0 (the default is
+  the fixed 64): the rows ``key_domain`` gives key_map (a row per key and declared source) over an
+  average range segment, 1.5 ``theta`` rows (the thesis: "partitions of length between 1-2 MB"),
+  at most 1,024, so that a hash segment has a range segment's size instead of whatever a fixed
+  count makes of the table.
 
 Table 6.2's numbers give 65,536 tuples, 22 segments held, an ``n_invoke`` of 2,978 (the thesis
 sets 3,000) and, for its 200 MB relation of 1,638,400 rows, 134 segments:
@@ -38,6 +39,9 @@ THESIS_RESIDENT_BYTES = 40 * MB - THESIS_WAIT_BYTES - 2 * MB  # less the read bu
 THESIS = dict(memory_budget=THESIS_RESIDENT_BYTES, theta=MB // 128, s_bytes=64, r_bytes=128, n_invoke=3000)
 # What a run an older version began probed with: the fixed defaults before sizes were derived.
 FIXED_N_INVOKE, FIXED_WAIT_BUFFER_TUPLES = 3000, 65536
+# The most segments a derived n_part gives: the full-size runs' 1,024, a quarter of the slot
+# array's cap (etl.core.layout.MAX_SLOTS), which leaves a range layout room to be refined.
+MAX_DERIVED_SEGMENTS = 1024
 
 
 @dataclass(frozen=True)
@@ -53,17 +57,21 @@ def segment_bytes(theta: int, r_bytes: float, rows: int = 0, segments: int = 0) 
     return (rows / segments if rows and segments else 1.5 * theta) * r_bytes
 
 
-def segments_for(key_domain: int, theta: int) -> int:
-    """key_map's segments for a domain of ``key_domain`` keys: one per 1.5 ``theta`` of them, the
-    average of a range segment's ``theta``..``2*theta`` rows."""
-    if key_domain <= 0 or theta <= 0:
-        raise ValueError("need key_domain and theta > 0")
-    return max(1, math.ceil(key_domain / (1.5 * theta)))
+def segments_for(rows: int, theta: int) -> int:
+    """key_map's segments for ``rows`` rows: one per 1.5 ``theta`` of them, the average of a range
+    segment's ``theta``..``2*theta`` rows, at most ``MAX_DERIVED_SEGMENTS`` (each is a Delta
+    partition, and a range layout's slot array needs room to be refined)."""
+    if rows <= 0 or theta <= 0:
+        raise ValueError("need rows and theta > 0")
+    return min(MAX_DERIVED_SEGMENTS, max(1, math.ceil(rows / (1.5 * theta))))
 
 
 def configured_n_part(cfg) -> int:
-    """``cfg.n_part`` when given (above 0), else derived from ``key_domain`` and ``theta``."""
-    return cfg.n_part if cfg.n_part > 0 else segments_for(cfg.key_domain, cfg.theta)
+    """``cfg.n_part`` when above 0; with 0, derived from the rows ``key_domain`` gives key_map (a
+    row per key and declared source, ``sources``; one source when any is accepted) and ``theta``."""
+    if cfg.n_part > 0:
+        return cfg.n_part
+    return segments_for(cfg.key_domain * max(1, len(cfg.sources)), cfg.theta)
 
 
 def wait_buffer_for(memory_budget: int, s_bytes: float) -> int:

@@ -7,6 +7,7 @@ The load calls it under the load lock, so it lives here and the load never impor
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from pyspark.sql import functions as F
@@ -22,8 +23,19 @@ LAYOUT_FILE = "segment_layout.json"  # under meta_root
 PENDING = ".next"  # suffix of a layout staged by maintenance
 
 
-def write_layout(cfg: EtlConfig, layout, suffix: str = "") -> Path:
-    return write_atomic(cfg.meta_path / (LAYOUT_FILE + suffix), layout.to_json())
+def write_layout(cfg: EtlConfig, layout, suffix: str = "", split_after: str | None = None) -> Path:
+    """``split_after``: the run whose end split key_map into this layout (kept in the file, so a
+    retry of that run's end knows its split is made once the layout is promoted)."""
+    text = layout.to_json()
+    if split_after is not None:
+        text = json.dumps({**json.loads(text), "split_after": split_after})
+    return write_atomic(cfg.meta_path / (LAYOUT_FILE + suffix), text)
+
+
+def split_after(cfg: EtlConfig) -> str | None:
+    """The run whose end split key_map into the current layout, if a run's end made it."""
+    path = cfg.meta_path / LAYOUT_FILE
+    return json.loads(path.read_text()).get("split_after") if path.exists() else None
 
 
 def configured_layout(cfg: EtlConfig, kind: str = "range"):

@@ -1,7 +1,7 @@
 """Rebalancing ``key_map``'s range segments to ``theta``..``2*theta`` rows: the maintenance step
 (``etl maintain --steps rebalance``, splits and merges) and, with the load lock the loader already
-holds, the table service between runs (``rebalance_between_runs``: splits only), so both live
-here and the load never imports maintenance.
+holds, the table service between runs (``split_segments_per_run``: splits only, of a bounded
+number of segments), so both live here and the load never imports maintenance.
 
 It follows ``etl.core.layout.plan_rebalance``: only the touched partitions of ``key_map`` are
 rewritten, in one Delta commit that changes nothing but ``segment_id``. The new layout is staged
@@ -30,9 +30,13 @@ class RebalanceBlocked(RuntimeError):
     """key_map cannot be laid out anew now (an unfinished run depends on the current layout)."""
 
 
-def slot_rows(spark, cfg: EtlConfig, layout: SlotArray) -> dict[int, int]:
+def slot_rows(spark, cfg: EtlConfig, layout: SlotArray, segments: list[int] | None = None) -> dict[int, int]:
+    """key_map's rows per slot (of ``segments`` only, when given: a partition-pruned read)."""
     slot = slot_column(layout, F.col("natural_key"))
-    return {int(r[0]): int(r[1]) for r in read(spark, cfg, "key_map").groupBy(slot).count().collect()}
+    km = read(spark, cfg, "key_map")
+    if segments is not None:
+        km = km.where(F.col("segment_id").isin(segments))
+    return {int(r[0]): int(r[1]) for r in km.groupBy(slot).count().collect()}
 
 
 def unfinished_runs(cfg: EtlConfig) -> list[str]:
@@ -50,21 +54,35 @@ def check_no_unfinished_runs(cfg: EtlConfig, step: str) -> None:
         )
 
 
-def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8, merge: bool = True) -> dict:
+def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8, merge: bool = True,
+              segments: list[int] | None = None, limit: int = 0, verify=None, run_key: str | None = None) -> dict:
     """key_map's range layout split (and, with ``merge``, merged) to ``theta``..``2*theta`` rows a
-    segment; what was done, as the maintenance report shows it."""
+    segment; what was done, as the maintenance report shows it. ``segments``: only those may be
+    split (their keys alone read), merges excluded, and a layout refined without a split is not
+    written (so it changes nothing, the layout's id included); with ``limit``, only the first
+    ``limit`` of them, in their order, that the plan can split (a segment whose rows all sit in one
+    slot that cannot be cut, such as keys past ``key_domain`` in the last slot, is passed over). ``verify``: called before each
+    write (the loader's lock check: a loader whose lock was taken over writes nothing);
+    ``run_key``: the run whose end splits, kept in the layout it makes."""
+    if segments is not None and merge:
+        raise ValueError("a rebalance of some segments splits only (merge=False)")
+    verify = verify or (lambda: None)
     settle_pending_layout(spark, cfg)
     layout = load_layout(cfg)
     if not isinstance(layout, SlotArray):
         return {"step": "rebalance", "skipped": "hash layout: n_part segments are fixed"}
     check_no_unfinished_runs(cfg, "rebalance")
-    rows = slot_rows(spark, cfg, layout)
+    rows = slot_rows(spark, cfg, layout, segments)
     refinements = 0
     while needs_refinement(layout, rows, cfg.theta) and refinements < max_refinements:
         layout = layout.refined()
-        rows = slot_rows(spark, cfg, layout)
+        rows = slot_rows(spark, cfg, layout, segments)
         refinements += 1
     plan = plan_rebalance(layout, rows, cfg.theta, merge=merge)
+    if segments is not None and limit and len(plan.split) > limit:
+        chosen = [seg for seg in segments if seg in plan.split][:limit]
+        slots = {i for i, seg in enumerate(layout.slots) if seg in chosen}
+        plan = plan_rebalance(layout, {i: n for i, n in rows.items() if i in slots}, cfg.theta, merge=False)
     result = {
         "step": "rebalance",
         "theta": cfg.theta,
@@ -76,7 +94,8 @@ def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8, merge: bool = Tru
         "rows_moved": 0,
     }
     if not plan.changed:
-        if refinements:
+        if refinements and segments is None:
+            verify()
             write_layout(cfg, layout)  # same mapping, finer slots: no row changes
         return result
     touched = plan.touched_segments
@@ -88,8 +107,10 @@ def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8, merge: bool = Tru
     result["rows_moved"] = moved.join(
         km.where(F.col("segment_id").isin(touched)), ["source_id", "natural_key", "segment_id"], "left_anti"
     ).count()
-    write_layout(cfg, plan.layout, PENDING)
+    verify()
+    write_layout(cfg, plan.layout, PENDING, split_after=run_key)
     predicate = f"segment_id IN ({', '.join(str(s) for s in touched)})"
+    verify()
     open_tables(spark, cfg).replace_where(moved, "key_map", predicate)
     crash_point("services.key_map_rebalanced")  # rewritten, the new layout staged: the next start promotes it
     settle_pending_layout(spark, cfg)

@@ -25,6 +25,11 @@ class RunOwnedByAnotherStrategy(ConfigError):
     """A run started with one join strategy cannot be continued with another."""
 
 
+def summary_path(cfg: EtlConfig, run_key: str, stage: str):
+    """A run's summary of ``stage`` (``ingest``, ``load``), written once that stage ended."""
+    return cfg.runs_path / run_key / f"{stage}.json"
+
+
 def snapshot_runs(cfg: EtlConfig) -> dict[str, str]:
     """run_key -> strategy of every run snapshot (``<run_key>.<strategy>.json``) under meta_root."""
     out = {}

@@ -22,10 +22,10 @@ from etl.core.interval import Interval
 from etl.core.layout import SlotArray, segments_to_split
 from etl.core.policy import load_batches, plan_lookahead
 from etl.core.stream_plan import n_windows, settled_groups
-from etl.io.layout_store import load_layout, settle_pending_layout
+from etl.io.layout_store import load_layout, settle_pending_layout, split_after
 from etl.io.lock import LoadLock, WarehouseLocked
 from etl.io.rebalance import RebalanceBlocked, rebalance
-from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner
+from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, summary_path
 from etl.io.sequence_store import check_sequence_definition
 from etl.io.tables import open_tables
 from etl.load.protocol import CommitProtocol
@@ -247,9 +247,13 @@ class Loader:
         todo = [i for i in indexes if i not in done]
         if FLUSH_STEP in done:
             self._release_held()
-            self._settling_strategy(owner).settle(interval.run_key)
+            settling = self._settling_strategy(owner)
+            settling.settle(interval.run_key)
             self.protocol.apply_tail()
-            self._rebalance_between_runs()  # a restart after the flush makes the split its end would have
+            if not summary_path(self.cfg, interval.run_key, "load").exists():
+                # a retry of the run's end (a rerun of a finished run splits nothing): the split
+                # its end would have made, unless made already
+                self._split_between_runs(settling.name, interval.run_key)
             return result
         if self._continuing:
             self.strategy.arrived(sizes)
@@ -291,34 +295,38 @@ class Loader:
                 progress(f"end-of-run release {n} committed (the updates still waiting in the join)")
         self.protocol.apply_tail()  # a finished run's tables are its own: its gate, a fact's lookups read them
         self.strategy.end()
-        self._rebalance_between_runs()
+        self._split_between_runs(self.strategy.name, interval.run_key)
         return result
 
-    def _rebalance_between_runs(self) -> None:
-        """A table service at a run's end, applied and its snapshot gone (``rebalance_between_runs``,
-        issue 47): partitioned-range's key_map segments grown past ``2*theta`` rows split, under the
-        lock this call holds, so an always-on loader, which never lets the maintenance DAG in,
-        keeps its segments the thesis's size. Decided from the rows per segment (answered from the
-        Parquet footers); the keys are read only for a split. A split changes the layout, so the
-        next run starts cold; a crash in it is settled by the next call's ``_prepare`` and the split
-        made again by the restart, so the tables are those of a run never killed."""
-        if not (self.cfg.rebalance_between_runs and self.spec.name == "partitioned-range"
-                and isinstance(self.layout, SlotArray)):
+    def _split_between_runs(self, strategy_name: str, run_key: str) -> None:
+        """A table service at a run's end, applied and its snapshot gone (``split_segments_per_run``,
+        issue 47): a run of partitioned-range (the run's own strategy, whichever retries it) has
+        up to that many of key_map's segments grown past ``2*theta`` rows split, the largest first,
+        under the lock this call holds, so an always-on loader, which never lets the maintenance
+        DAG in, keeps its segments the thesis's size. Decided from the rows per segment; only the
+        due segments' keys are counted (per slot), and only the first ``limit`` that can be split
+        are rewritten. A split changes the layout, so the next run starts cold.
+        Nothing here is skipped by one loader and done by another: a failure fails the call, and
+        a kill ends it; the retry finds the flush committed and comes back here (the staged layout
+        settled first), and makes the split unless the layout it finds is this run's (the layout
+        file names the run whose end made it), so the tables are those of a run never killed."""
+        limit = self.cfg.split_segments_per_run
+        if not (limit and strategy_name == "partitioned-range" and isinstance(self.layout, SlotArray)):
+            return
+        if split_after(self.cfg) == run_key:  # this run's split is made (a retry after it)
             return
         self.protocol.verify_lock()
         rows = {int(r["segment_id"]): int(r["count"])
                 for r in self.tables.read("key_map").groupBy("segment_id").count().collect()}
-        due = segments_to_split(self.layout, rows, self.cfg.theta)
+        due = segments_to_split(self.layout, rows, self.cfg.theta)  # the largest first
         if not due:
             return
         started = time.time()
         try:
-            done = rebalance(self.spark, self.cfg, merge=False)
+            done = rebalance(self.spark, self.cfg, merge=False, segments=due, limit=limit,
+                             verify=self.protocol.verify_lock, run_key=run_key)
         except RebalanceBlocked as exc:  # another interval's run is open: its pending tuples are by segment
-            log.info("key_map's segments %s are above 2*theta rows, not split now: %s", due, exc)
-            return
-        except Exception as exc:  # noqa: BLE001 - the run is loaded; a staged layout is settled next time
-            log.warning("key_map's split between runs failed (%s); the next run's end plans it again", exc)
+            log.warning("key_map's segments %s are above 2*theta rows and not split: %s", due, exc)
             return
         log.info("key_map: segments %s split between runs in %.1f s (%d -> %d segments, %d rows moved)",
                  sorted(done["split"]), time.time() - started, done["segments_before"], done["segments_after"],

@@ -33,7 +33,7 @@ def skewed_seed(spark, tmp_path_factory):
         warehouse_root=str(root / "warehouse"), landing_root=str(root / "landing"), gx_root=str(root / "gx"),
         runs_root=str(root / "runs"), reports_root=str(root / "reports"), spark_master="local[2]",
         spark_shuffle_partitions=2, key_domain=2000, n_part=8, theta=20, micro_batch_seconds=120,
-        join_strategy="partitioned-range", memory_budget=4000, rebalance_between_runs=False,
+        join_strategy="partitioned-range", memory_budget=4000, split_segments_per_run=0,
     )
     generate_stream(StreamSpec(start=T0, duration_s=180, rate=4, seed=9, key_domain=400, new_key_share=0.05), cfg.landing_path)
     jobs.ingest(spark, cfg, FIRST)

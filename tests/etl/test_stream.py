@@ -13,6 +13,7 @@ import etl.load.loader as loader_module
 from etl import jobs
 from etl.core.interval import Interval
 from etl.generator import StreamSpec, generate_stream
+from etl.io.layout_store import split_after, stored_layout
 from etl.io.lock import LOCK_NAME
 from etl.io.stream_status import HEARTBEAT, STREAM_LOCK, read_heartbeat, stream_dir
 from etl.stream import Stream
@@ -42,7 +43,8 @@ SHORT_PIECES = [f"01:{m:02d}:{s:02d}-01:{(m * 60 + s + 40) // 60:02d}:{(s + 40) 
 @pytest.mark.memory_tables
 @pytest.mark.parametrize("strategy, stop_after_piece, settings, spans", [
     ("meshjoin", None, {}, MINUTE_PIECES),
-    ("partitioned-range", 4, SHORT, SHORT_PIECES),  # stopped in the middle of the second run
+    # stopped in the middle of the second run; theta 10: each run's end splits grown segments
+    ("partitioned-range", 4, {**SHORT, "theta": 10}, SHORT_PIECES),
 ])
 def test_the_stream_loads_what_scheduled_runs_load(spark, cfg, tmp_path, monkeypatch, strategy, stop_after_piece, settings,
                                                    spans):
@@ -91,6 +93,9 @@ def test_the_stream_loads_what_scheduled_runs_load(spark, cfg, tmp_path, monkeyp
         jobs.ingest(spark, scheduled, run)
         jobs.load(spark, scheduled, run)
     assert deterministic_tables(spark, cfg) == deterministic_tables(spark, scheduled)
+    assert stored_layout(cfg) == stored_layout(scheduled)  # the same splits at the same runs' ends
+    if strategy == "partitioned-range":
+        assert split_after(cfg) == split_after(scheduled) is not None
     for run in RUNS:  # the summaries the DAG's report reads
         assert jobs.read_summary(cfg, run, "ingest") == jobs.read_summary(scheduled, run, "ingest")
         streamed, loaded = jobs.read_summary(cfg, run, "load"), jobs.read_summary(scheduled, run, "load")

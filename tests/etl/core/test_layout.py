@@ -78,6 +78,10 @@ def test_between_runs_only_a_segment_above_two_theta_that_can_be_split_is_due_an
     slot_rows = {0: 30, 1: 30, 2: 30, 3: 30, 4: 5, 5: 50, 6: 20, 7: 20}
     assert segments_to_split(layout, _rows_of(layout, slot_rows), theta=40) == [0]
     assert segments_to_split(layout, _rows_of(layout, slot_rows), theta=60) == []  # 120 rows <= 2*60
+    # The largest first, ties to the lower id; a bound takes the first.
+    assert segments_to_split(layout, {0: 120, 2: 90, 3: 120}, theta=40) == [0, 3, 2]
+    assert segments_to_split(layout, {0: 120, 2: 90, 3: 120}, theta=40, limit=2) == [0, 3]
+    assert segments_to_split(layout, {0: 120, 2: 90, 3: 150}, theta=40, limit=1) == [3]
     split_only = plan_rebalance(layout, slot_rows, theta=40, merge=False)
     assert split_only.split == plan_rebalance(layout, slot_rows, theta=40).split and split_only.merged == {}
     # One slot left in a slot array that cannot be refined: nothing to split, no read of the keys.

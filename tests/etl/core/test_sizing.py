@@ -5,6 +5,7 @@ from etl.core.policy import PartitionPolicy
 from etl.core.sizing import (
     FIXED_N_INVOKE,
     FIXED_WAIT_BUFFER_TUPLES,
+    MAX_DERIVED_SEGMENTS,
     MB,
     THESIS,
     JoinSizes,
@@ -87,15 +88,21 @@ def test_the_configuration_derives_unless_told_and_refuses_negative_sizes():
 
 
 def test_table_6_2_s_relation_is_laid_out_in_segments_of_one_to_two_mb():
-    """200 MB of 128-byte rows with theta 1 MB (8,192 rows): 134 segments of 1.5 MB, the thesis's
-    "partitions of length between 1-2 MB"; a count given wins, and a bad one is refused."""
+    """With ``n_part`` 0: 200 MB of 128-byte rows with theta 1 MB (8,192 rows) give 134 segments
+    of 1.5 MB, the thesis's "partitions of length between 1-2 MB" (its relation holds several rows
+    a key: its domain is 10^6, so the rows stand for the key domain here); a count given wins, and
+    a bad one is refused."""
     rows = 200 * MB // THESIS["r_bytes"]
     assert segments_for(rows, THESIS["theta"]) == 134
     assert THESIS["theta"] <= rows / 134 <= 2 * THESIS["theta"]
-    cfg = EtlConfig(key_domain=rows, theta=THESIS["theta"])
+    cfg = EtlConfig(key_domain=rows, theta=THESIS["theta"], n_part=0)
     assert configured_n_part(cfg) == 134 and configured_n_part(cfg.replace(n_part=89)) == 89
     assert segments_for(10, 8192) == 1
-    assert configured_n_part(EtlConfig()) == 82  # the default 1,000,000 keys and theta 8,192
+    assert segments_for(10**9, 8192) == MAX_DERIVED_SEGMENTS == 1024  # a Delta partition each: bounded
+    derived = EtlConfig(n_part=0)  # the default domain of 1,000,000 keys, theta 8,192
+    assert configured_n_part(derived) == 82
+    assert configured_n_part(derived.replace(sources=("crm", "web"))) == 163  # a row per key and source
+    assert configured_n_part(EtlConfig()) == EtlConfig.n_part == 64  # the default stays a fixed count
     for name in ("n_part", "theta", "key_domain"):
         with pytest.raises(ConfigError, match=name):
             EtlConfig(**{name: -1})

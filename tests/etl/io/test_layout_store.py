@@ -17,10 +17,9 @@ def test_hash_layout_is_chosen_at_creation_and_kept(tmp_path):
 
 
 def test_a_first_layout_without_n_part_has_segments_of_one_and_a_half_theta(tmp_path):
-    """The default (``n_part`` 0): 20,000 keys in segments of 1.5 * 1,000 rows; what a first load
-    lays out is then kept, whatever the configuration says later."""
-    cfg = EtlConfig(warehouse_root=str(tmp_path), key_domain=20_000, theta=1_000)
-    assert cfg.n_part == 0
+    """``n_part`` 0: 20,000 keys in segments of 1.5 * 1,000 rows; what a first load lays out is
+    then kept, whatever the configuration says later."""
+    cfg = EtlConfig(warehouse_root=str(tmp_path), key_domain=20_000, theta=1_000, n_part=0)
     assert load_layout(cfg, "hash") == HashLayout(14)
     assert load_layout(cfg.replace(theta=10), "hash") == HashLayout(14)
     ranged = load_layout(cfg.replace(warehouse_root=str(tmp_path / "range")), "range")

@@ -468,25 +468,28 @@ def test_a_probe_of_thousands_of_segments_at_once_selects_exactly_their_pending_
 
 
 @pytest.mark.memory_tables
-def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_in_the_split_changes_nothing(spark, cfg, tmp_path,
-                                                                                                 monkeypatch):
-    """Issue 47's table service between runs: with theta 20, the first run's keys grow the even
-    layout's segments past 40 rows, and the run's end splits them (no segment left above 2*theta,
-    key_map's rows where the new layout puts them); with the service off they stay grown. Both
-    decide every update as the reference join does. Killed in the split, before its commit or
-    after it, the restarts leave the tables and the layout of the run never killed."""
+def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_or_a_rerun_changes_nothing(spark, cfg, tmp_path,
+                                                                                                monkeypatch):
+    """Issue 47's table service between runs: with theta 10, the first run's keys grow several of
+    the even layout's segments past 20 rows, and the run's end splits the largest (one a run's
+    end, ``split_segments_per_run``), the second run's end the next; with the service off they
+    stay grown. Every warehouse decides every update as the reference join does. Killed in the split,
+    before its commit or after it, the retries leave the tables and the layout of the runs never
+    killed (a retry after the commit must not split the next segment too), and a rerun of a
+    finished run splits nothing."""
     from etl.io import rebalance as rebalance_module
-    from etl.io.layout_store import stored_layout
+    from etl.io.layout_store import split_after, stored_layout
     from etl.transforms.layout import segment_column
     from pyspark.sql import functions as F
 
-    on = cfg.replace(join_strategy="partitioned-range", theta=20, **TINY)
-    off = reference_in_memory(on, tmp_path / "off").replace(rebalance_between_runs=False)
+    on = cfg.replace(join_strategy="partitioned-range", theta=10, split_segments_per_run=1, **TINY)
+    off = reference_in_memory(on, tmp_path / "off").replace(split_segments_per_run=0)
     before, after = (reference_in_memory(on, tmp_path / name) for name in ("before", "after"))
     generate_stream(StreamSpec(start=T0, duration_s=240, rate=6, seed=21, **STREAMS["skewed"]), on.landing_path)
 
-    def rows_per_segment(c):
-        return {int(r[0]): int(r[1]) for r in read(spark, c, "key_map").groupBy("segment_id").count().collect()}
+    def grown(c):  # rows of the segments above 2*theta
+        rows = {int(r[0]): int(r[1]) for r in read(spark, c, "key_map").groupBy("segment_id").count().collect()}
+        return {seg: n for seg, n in rows.items() if n > 20}
 
     def misplaced(c):
         seg = segment_column(stored_layout(c))
@@ -495,11 +498,16 @@ def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_in_the_spli
     for c in (on, off):
         jobs.ingest(spark, c, FIRST)
         jobs.load(spark, c, FIRST)
-    assert max(rows_per_segment(off).values()) > 40 and len(stored_layout(off).segments) == 8
-    assert max(rows_per_segment(on).values()) <= 40 and len(stored_layout(on).segments) > 8
-    assert misplaced(on) == 0
+    grew = grown(off)
+    largest = min(grew, key=lambda seg: (-grew[seg], seg))
+    assert len(grew) >= 2 and len(stored_layout(off).segments) == 8
+    assert set(grown(on)) == set(grew) - {largest} and len(stored_layout(on).segments) > 8  # the largest split
+    assert misplaced(on) == 0 and split_after(on) == FIRST.run_key
+    first_layout, left = stored_layout(on), set(grown(on))
+    jobs.load(spark, on, FIRST)  # a rerun of the finished run
+    assert stored_layout(on) == first_layout and set(grown(on)) == left
 
-    class Killed(BaseException):  # as a kill: not an error the service logs and goes on from
+    class Killed(BaseException):  # as a kill: nothing catches it
         pass
 
     real_open_tables = rebalance_module.open_tables
@@ -519,13 +527,14 @@ def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_in_the_spli
         monkeypatch.setattr(rebalance_module, "open_tables", real_open_tables)
         monkeypatch.setattr(rebalance_module, "crash_point", lambda point: None)
         assert (c.meta_path / "segment_layout.json.next").exists()  # staged, not yet promoted
-        jobs.load(spark, c, FIRST)  # the restart: settled, the split made (again) at the run's end
-        assert stored_layout(c) == stored_layout(on) and misplaced(c) == 0
+        jobs.load(spark, c, FIRST)  # the retry: settled, the split made (again) or found made
+        assert stored_layout(c) == first_layout and misplaced(c) == 0 and set(grown(c)) == left
 
     for c in (on, off, before, after):
         jobs.ingest(spark, c, SECOND)
         jobs.load(spark, c, SECOND)
         assert_equals_oracle(spark, c)
+    assert split_after(on) == SECOND.run_key and stored_layout(on) != first_layout and grown(off)
     for c in (before, after):
         assert deterministic_tables(spark, c) == deterministic_tables(spark, on)
         assert stored_layout(c) == stored_layout(on)

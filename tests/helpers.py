@@ -141,6 +141,7 @@ CRASH_SETTINGS = dict(
     # With the table services' points (`ETL_CRASH_SERVICES=1`), segments of at most 20 rows: the
     # run's keys grow its segments past them, so partitioned-range's end splits them.
     theta=10 if os.environ.get("ETL_CRASH_SERVICES", "") == "1" else EtlConfig.theta,
+    split_segments_per_run=16 if os.environ.get("ETL_CRASH_SERVICES", "") == "1" else 0,
 )
 
 

@@ -39,8 +39,7 @@ THESIS_RESIDENT_BYTES = 40 * MB - THESIS_WAIT_BYTES - 2 * MB  # less the read bu
 THESIS = dict(memory_budget=THESIS_RESIDENT_BYTES, theta=MB // 128, s_bytes=64, r_bytes=128, n_invoke=3000)
 # What a run an older version began probed with: the fixed defaults before sizes were derived.
 FIXED_N_INVOKE, FIXED_WAIT_BUFFER_TUPLES = 3000, 65536
-# The most segments a derived n_part gives: the full-size runs' 1,024, a quarter of the slot
-# array's cap (etl.core.layout.MAX_SLOTS), which leaves a range layout room to be refined.
+# The most segments a derived n_part gives: the full-size runs' 1,024 (a Delta partition each).
 MAX_DERIVED_SEGMENTS = 1024
 
 
@@ -60,7 +59,7 @@ def segment_bytes(theta: int, r_bytes: float, rows: int = 0, segments: int = 0) 
 def segments_for(rows: int, theta: int) -> int:
     """key_map's segments for ``rows`` rows: one per 1.5 ``theta`` of them, the average of a range
     segment's ``theta``..``2*theta`` rows, at most ``MAX_DERIVED_SEGMENTS`` (each is a Delta
-    partition, and a range layout's slot array needs room to be refined)."""
+    partition)."""
     if rows <= 0 or theta <= 0:
         raise ValueError("need rows and theta > 0")
     return min(MAX_DERIVED_SEGMENTS, max(1, math.ceil(rows / (1.5 * theta))))

@@ -1,8 +1,8 @@
 """The warehouse's layout file (``<meta_root>/segment_layout.json``): written once, read on every run,
 so changing ``n_part`` or ``key_domain`` in the configuration never re-maps stored keys.
 
-Maintenance stages a new layout next to it (``segment_layout.json.next``) before it rewrites
-``key_map``; ``settle_pending_layout`` decides after a crash which of the two the table follows.
+A rebalance (maintenance's, or the split at a run's end: ``etl.io.rebalance``) stages a new
+layout next to it (``segment_layout.json.next``) before it rewrites ``key_map``; ``settle_pending_layout`` decides after a crash which of the two the table follows.
 The load calls it under the load lock, so it lives here and the load never imports maintenance."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from etl.io.tables import read
 from etl.transforms.layout import segment_column
 
 LAYOUT_FILE = "segment_layout.json"  # under meta_root
-PENDING = ".next"  # suffix of a layout staged by maintenance
+PENDING = ".next"  # suffix of a layout staged by a rebalance
 
 
 def write_layout(cfg: EtlConfig, layout, suffix: str = "", split_after: str | None = None) -> Path:

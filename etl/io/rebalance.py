@@ -67,6 +67,7 @@ def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8, merge: bool = Tru
     if segments is not None and merge:
         raise ValueError("a rebalance of some segments splits only (merge=False)")
     verify = verify or (lambda: None)
+    verify()
     settle_pending_layout(spark, cfg)
     layout = load_layout(cfg)
     if not isinstance(layout, SlotArray):
@@ -113,6 +114,7 @@ def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8, merge: bool = Tru
     verify()
     open_tables(spark, cfg).replace_where(moved, "key_map", predicate)
     crash_point("services.key_map_rebalanced")  # rewritten, the new layout staged: the next start promotes it
+    verify()
     settle_pending_layout(spark, cfg)
     log.info("rebalanced key_map: %s", result)
     return result

@@ -304,12 +304,14 @@ class Loader:
         up to that many of key_map's segments grown past ``2*theta`` rows split, the largest first,
         under the lock this call holds, so an always-on loader, which never lets the maintenance
         DAG in, keeps its segments the thesis's size. Decided from the rows per segment; only the
-        due segments' keys are counted (per slot), and only the first ``limit`` that can be split
-        are rewritten. A split changes the layout, so the next run starts cold.
-        Nothing here is skipped by one loader and done by another: a failure fails the call, and
-        a kill ends it; the retry finds the flush committed and comes back here (the staged layout
-        settled first), and makes the split unless the layout it finds is this run's (the layout
-        file names the run whose end made it), so the tables are those of a run never killed."""
+        largest due segments' keys are counted (per slot, up to four times ``limit`` of them), and
+        only the first ``limit`` that can be split are rewritten. A split changes the layout, so
+        the next run starts cold. A failure fails the call (another interval's unfinished run only
+        defers the split, with a warning), and a kill ends it; the run's retry finds the flush
+        committed and comes back here (the staged layout settled first), and makes the split unless
+        the layout it finds is this run's (the layout file names the run whose end made it). What
+        this does not cover, and why the service is opt-in: another run or maintenance taking the
+        lock between the kill and that retry (docs/decisions/table-services.md)."""
         limit = self.cfg.split_segments_per_run
         if not (limit and strategy_name == "partitioned-range" and isinstance(self.layout, SlotArray)):
             return
@@ -318,7 +320,9 @@ class Loader:
         self.protocol.verify_lock()
         rows = {int(r["segment_id"]): int(r["count"])
                 for r in self.tables.read("key_map").groupBy("segment_id").count().collect()}
-        due = segments_to_split(self.layout, rows, self.cfg.theta)  # the largest first
+        # the largest first; the keys of up to four times the bound are counted, so that one that
+        # cannot be split is passed over without reading every grown segment
+        due = segments_to_split(self.layout, rows, self.cfg.theta, 4 * limit)
         if not due:
             return
         started = time.time()

@@ -44,7 +44,7 @@ SHORT_PIECES = [f"01:{m:02d}:{s:02d}-01:{(m * 60 + s + 40) // 60:02d}:{(s + 40) 
 @pytest.mark.parametrize("strategy, stop_after_piece, settings, spans", [
     ("meshjoin", None, {}, MINUTE_PIECES),
     # stopped in the middle of the second run; theta 10: each run's end splits grown segments
-    ("partitioned-range", 4, {**SHORT, "theta": 10}, SHORT_PIECES),
+    ("partitioned-range", 4, {**SHORT, "theta": 10, "split_segments_per_run": 16}, SHORT_PIECES),
 ])
 def test_the_stream_loads_what_scheduled_runs_load(spark, cfg, tmp_path, monkeypatch, strategy, stop_after_piece, settings,
                                                    spans):

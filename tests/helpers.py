@@ -132,6 +132,8 @@ def assert_same_warehouse(spark, a, b, tables=None) -> None:
 # and per strategy its uninterrupted run (fixtures in tests/etl/conftest.py).
 CRASH_T0 = datetime(2026, 11, 22, 5, 0, tzinfo=timezone.utc)
 CRASH_RUN = Interval(CRASH_T0, CRASH_T0 + timedelta(minutes=2))
+# make crash-matrix's last line: the table services' crash points (tests/etl/test_crash.py)
+CRASH_SERVICES = os.environ.get("ETL_CRASH_SERVICES", "") == "1"
 CRASH_SETTINGS = dict(
     micro_batch_seconds=40, key_domain=300, n_part=8, k=3, d=1, memory_budget=3000, n_invoke=15,
     wait_buffer_tuples=60, tau=50, spark_shuffle_partitions=2, spark_master="local[2]",
@@ -140,8 +142,8 @@ CRASH_SETTINGS = dict(
     deletion_vectors=os.environ.get("ETL_CRASH_DELETION_VECTORS", "auto"),
     # With the table services' points (`ETL_CRASH_SERVICES=1`), segments of at most 20 rows: the
     # run's keys grow its segments past them, so partitioned-range's end splits them.
-    theta=10 if os.environ.get("ETL_CRASH_SERVICES", "") == "1" else EtlConfig.theta,
-    split_segments_per_run=16 if os.environ.get("ETL_CRASH_SERVICES", "") == "1" else 0,
+    theta=10 if CRASH_SERVICES else EtlConfig.theta,
+    split_segments_per_run=16 if CRASH_SERVICES else 0,
 )
 
 

@@ -138,9 +138,7 @@ def segments_to_split(layout: SlotArray, segment_rows: dict[int, int], theta: in
     read and left as it is."""
     finer = layout.refined()
     refinable = finer is not None and finer.n_slots <= MAX_SLOTS
-    slots_of: dict[int, int] = {}
-    for seg in layout.slots:
-        slots_of[seg] = slots_of.get(seg, 0) + 1
+    _, slots_of = _segment_rows(layout, {})
     due = sorted((seg for seg, n in segment_rows.items()
                   if n > 2 * theta and seg in slots_of and (refinable or slots_of[seg] > 1)),
                  key=lambda seg: (-segment_rows[seg], seg))

@@ -2,7 +2,8 @@
 so changing ``n_part`` or ``key_domain`` in the configuration never re-maps stored keys.
 
 A rebalance (maintenance's, or the split at a run's end: ``etl.io.rebalance``) stages a new
-layout next to it (``segment_layout.json.next``) before it rewrites ``key_map``; ``settle_pending_layout`` decides after a crash which of the two the table follows.
+layout next to it (``segment_layout.json.next``) before it rewrites ``key_map``;
+``settle_pending_layout`` decides after a crash which of the two the table follows.
 The load calls it under the load lock, so it lives here and the load never imports maintenance."""
 
 from __future__ import annotations

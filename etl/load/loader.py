@@ -33,6 +33,7 @@ from etl.load.references import References
 from etl.load.results import FLUSH_STEP, BatchResult, HeldWindows, LoadResult
 from etl.load.tail import TailReads
 from etl.strategies import get_strategy
+from etl.strategies.base import rows_per_segment
 
 __all__ = ["FLUSH_STEP", "Loader", "LoadResult", "BatchResult", "HeldWindows", "OverlappingRunError"]
 
@@ -318,8 +319,7 @@ class Loader:
         if split_after(self.cfg) == run_key:  # this run's split is made (a retry after it)
             return
         self.protocol.verify_lock()
-        rows = {int(r["segment_id"]): int(r["count"])
-                for r in self.tables.read("key_map").groupBy("segment_id").count().collect()}
+        rows = rows_per_segment(self.tables.read("key_map"))
         # the largest first; the keys of up to four times the bound are counted, so that one that
         # cannot be split is passed over without reading every grown segment
         due = segments_to_split(self.layout, rows, self.cfg.theta, 4 * limit)

@@ -33,6 +33,12 @@ def update_columns(entity) -> list[str]:
             "source_seq", "event_ts", "arrival_ts", "row_hash"]
 
 
+def rows_per_segment(key_map) -> dict[int, int]:
+    """key_map's rows per ``segment_id``: only the partition column is selected, so Spark answers
+    from the Parquet footers' row counts (and deletion vectors) without reading the data."""
+    return {int(r["segment_id"]): int(r["count"]) for r in key_map.groupBy("segment_id").count().collect()}
+
+
 def new_keys_by_segment(key_map_rows, counted: dict[int, int] | None = None) -> dict[int, int]:
     """Keys a commit inserted per ``segment_id``: ``counted`` when given, else from the rows."""
     if counted is not None:

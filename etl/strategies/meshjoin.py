@@ -26,7 +26,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from etl.core.mesh_policy import MeshSchedule, disk_segment_count, disk_segment_of, group_boundaries
-from etl.strategies.base import KEY, KM_COLUMNS, JoinStats, JoinStrategy, new_keys_by_segment
+from etl.strategies.base import KEY, KM_COLUMNS, JoinStats, JoinStrategy, new_keys_by_segment, rows_per_segment
 
 KM = list(KM_COLUMNS)
 
@@ -87,8 +87,7 @@ class MeshJoin(JoinStrategy):
         self.batch_sizes = {int(r["batch_index"]): int(r["count"]) for r in ingested.groupBy("batch_index").count().collect()}
 
         def layout_now() -> dict:
-            # Rows per partition from the partition column alone (answered from Parquet footers).
-            rows = {int(r["segment_id"]): int(r["count"]) for r in self.key_map().groupBy("segment_id").count().collect()}
+            rows = rows_per_segment(self.key_map())
             total_bytes = sum(rows.values()) * self.cfg.r_bytes  # by rows, not files (config.r_bytes)
             ids = sorted(set(self.layout.segments) | set(rows))
             k = disk_segment_count(self.cfg.k, self.cfg.d, total_bytes, len(ids))

@@ -30,7 +30,7 @@ from etl.core.config import EtlConfig
 from etl.generator import StreamSpec, generate_stream
 from tests.helpers import CRASH_RUN as RUN
 from tests.helpers import ROOT, crash_settings_json, reference_in_memory, start_from
-from tests.helpers import CRASH_SETTINGS, crash_config
+from tests.helpers import CRASH_SERVICES, CRASH_SETTINGS, crash_config
 from tests.helpers import deterministic_tables as tables
 from tests.processes import EtlProcesses, Finished
 from warehouse.schemas import DETERMINISTIC_TABLES
@@ -53,7 +53,7 @@ APPLY_INTERVAL = float(os.environ.get("ETL_CRASH_APPLY_INTERVAL", "0"))
 # every strategy's too. These small tables pass that bound only with deletion vectors in use
 # (``ETL_CRASH_DELETION_VECTORS=on``: a MERGE then adds files to a segment instead of rewriting
 # them), so a case fails when its load never compacts.
-SERVICES = os.environ.get("ETL_CRASH_SERVICES", "") == "1"
+SERVICES = CRASH_SERVICES
 if SERVICES:
     if APPLY_INTERVAL <= 0 or CRASH_SETTINGS["deletion_vectors"] != "on":
         raise RuntimeError("ETL_CRASH_SERVICES=1 needs ETL_CRASH_APPLY_INTERVAL > 0 (the services follow coalesced "

@@ -43,7 +43,7 @@ from etl.core.faults import crash_point
 from etl.core.policy import PartitionPolicy, SegmentSizes, StepArrivals, replay
 from etl.core.sizing import configured_sizes, run_sizes, segment_bytes
 from etl.io.files import write_json
-from etl.strategies.base import KEY, JoinStats, JoinStrategy, new_keys_by_segment
+from etl.strategies.base import KEY, JoinStats, JoinStrategy, new_keys_by_segment, rows_per_segment
 from etl.strategies.partitioned.resident import ResidentSet
 from etl.strategies.partitioned.wait_buffer import WaitBuffer
 from etl.transforms.layout import segment_column
@@ -96,14 +96,11 @@ class PartitionedJoin(JoinStrategy):
         return StepArrivals(by_epoch, oldest, max((r["last"] / 1e6 for r in rows), default=None))
 
     def _sizes_now(self) -> dict:
-        # Rows per segment: only the partition column is selected, so Spark answers from the
-        # Parquet footers' row counts without reading key_map's data.
         # A row counts ``r_bytes``, never the table's stored bytes over its rows: those move with
         # compaction and deletion vectors, so two loaders of one history would size (and so
         # admit) differently.
-        counts = self.key_map().groupBy("segment_id").count().collect()
         return {
-            "sizes": {str(r["segment_id"]): int(r["count"]) for r in counts},
+            "sizes": {str(seg): n for seg, n in rows_per_segment(self.key_map()).items()},
             "row_bytes": float(self.cfg.r_bytes),
         }
 

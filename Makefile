@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup demo demo-shop test test-gate test-pure test-fast test-spark test-e2e test-slow test-compose simulate benchmark benchmark-stream benchmark-stream-piece benchmark-delay-targets benchmark-object-store benchmark-targets benchmark-facts crash-matrix airflow-start airflow-stop clean
+.PHONY: setup demo demo-shop test test-gate test-pure test-fast test-spark test-e2e test-slow test-compose simulate benchmark benchmark-stream benchmark-stream-piece benchmark-delay-targets benchmark-split-cost benchmark-object-store benchmark-targets benchmark-facts crash-matrix airflow-start airflow-stop clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh etl/io/jvm/NioLocalFileSystem.java
 	@scripts/setup.sh $(VENV)
@@ -52,6 +52,9 @@ benchmark-stream-piece: setup  ## where one piece of the always-on loader goes, 
 
 benchmark-delay-targets: setup  ## issue 46's three delay targets in one run (Kafka beside the hand-written baseline, minute files, the full-size step; about 80 minutes)
 	$(PY) -m benchmarks.delay_targets
+
+benchmark-split-cost: setup  ## what the split at a run's end costs at full size (20 M keys seeded in bulk, three run ends; about 8 minutes, 3 GB under var/)
+	$(PY) -m benchmarks.split_cost --work var/split-cost --out docs/results/split_cost.json
 
 benchmark-object-store: setup  ## a warehouse on an S3 API (a local S3-API server) against the local filesystem, per batch, side by side (about ten minutes)
 	$(PY) -m benchmarks.object_store

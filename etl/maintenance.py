@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from etl.core import registry
 from etl.core.config import ConfigError, EtlConfig
 from etl.io.layout_store import PENDING, configured_layout, load_layout, settle_pending_layout, write_layout
-from etl.io.rebalance import RebalanceBlocked, check_no_unfinished_runs, rebalance
+from etl.io.rebalance import RebalanceBlocked, check_no_owed_run_ends, check_no_unfinished_runs, rebalance
 from etl.io.lock import LoadLock
 from etl.io.tables import ensure_tables, open_tables, read
 from etl.transforms.layout import segment_column
@@ -43,6 +43,7 @@ def relayout(spark, cfg: EtlConfig) -> dict:
     if current.kind == wanted:
         return {"step": "relayout", "skipped": f"key_map is already laid out by {wanted}"}
     check_no_unfinished_runs(cfg, "relayout")
+    check_no_owed_run_ends(cfg, "relayout")
     layout = configured_layout(cfg, wanted)
     seg = segment_column(layout)
     km = read(spark, cfg, "key_map")

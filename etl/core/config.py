@@ -119,10 +119,11 @@ class EtlConfig:
     key_map_files_per_segment: int = 2
     # A table service at a run's end (partitioned-range), under the load lock: up to this many of
     # key_map's segments grown past 2*theta rows, the largest first, are split to theta..2*theta
-    # (etl/io/rebalance.py, splits only: a bounded rewrite; the next run starts cold). 0, the
-    # default for now: off, splits wait for the maintenance DAG's rebalance, which merges too
-    # (docs/decisions/table-services.md says what keeps it opt-in).
-    split_segments_per_run: int = 0
+    # (etl/io/rebalance.py, splits only: a bounded rewrite; the next run warm on the new segments). Owed from
+    # the flush on, so whoever loads next makes it after a kill (etl/io/run_ends.py). 0: off,
+    # splits wait for the maintenance DAG's rebalance, which merges too
+    # (docs/decisions/table-services.md).
+    split_segments_per_run: int = 16
     sources: tuple[str, ...] = ()  # empty: accept any source_id
     max_record_bytes: int = 65536
     max_rejected_fraction: float = 1.0  # a run whose rejected share exceeds this fails

@@ -213,3 +213,41 @@ def plan_rebalance(layout: SlotArray, slot_rows: dict[int, int], theta: int, mer
                 continue
         i += 1
     return RebalancePlan(SlotArray(layout.key_domain, tuple(slots), layout.slot_length), split, merged)
+
+
+def carried_across(frequency: dict[int, float], resident: list[int], old: "SlotArray", new: "SlotArray",
+                   rows: dict[int, int]) -> tuple[dict[int, float], list[int]] | None:
+    """A run's carried join state (each segment's decayed frequency ``C_k`` and the resident
+    segments) named by the segments of ``new``, a layout made from ``old`` by splits, merges or
+    slot refinements (a run's end split, maintenance's rebalance), so the next run starts warm
+    instead of cold (issue 47). Pure: whichever loader starts the run maps it alike. Each old
+    segment's frequency is shared among the new segments its key range overlaps, in proportion to
+    the rows those overlaps are estimated to hold (``rows``, now, per new segment, spread evenly
+    over the new segment's slots; by overlap alone when they hold none): a split's pieces share it
+    by their rows, a merge sums its parts'. A new segment overlapping a resident one is a resident
+    candidate (admitted again while the memory holds it, ``PartitionPolicy.warm``). ``None`` when
+    the two cannot be matched slot for slot (another key domain, slot lengths not multiples)."""
+    lo, ln = old.slot_length, new.slot_length
+    fine, coarse = min(lo, ln), max(lo, ln)
+    if old.key_domain != new.key_domain or coarse % fine:
+        return None
+    atoms = -(-max(old.n_slots * lo, new.n_slots * ln) // fine)
+    overlap: dict[tuple[int, int], int] = {}
+    for a in range(atoms):
+        pair = (old.segment_of_position(a * fine), new.segment_of_position(a * fine))
+        overlap[pair] = overlap.get(pair, 0) + 1
+    atoms_of: dict[int, int] = {}
+    for (_, n), count in overlap.items():
+        atoms_of[n] = atoms_of.get(n, 0) + count
+    shares: dict[int, list[tuple[int, float, int]]] = {}
+    for (o, n), count in sorted(overlap.items()):
+        shares.setdefault(o, []).append((n, rows.get(n, 0) * count / atoms_of[n], count))
+    out: dict[int, float] = {}
+    for o, value in sorted(frequency.items()):
+        parts = shares.get(o, [])
+        by_rows = sum(r for _, r, _ in parts)
+        total = by_rows or sum(c for _, _, c in parts)
+        for n, r, c in parts:
+            out[n] = out.get(n, 0.0) + value * (r if by_rows else c) / total
+    was_resident = set(resident)
+    return out, sorted({n for (o, n) in overlap if o in was_resident})

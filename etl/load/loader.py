@@ -25,7 +25,8 @@ from etl.core.stream_plan import n_windows, settled_groups
 from etl.io.layout_store import load_layout, settle_pending_layout, split_after
 from etl.io.lock import LoadLock, WarehouseLocked
 from etl.io.rebalance import RebalanceBlocked, rebalance
-from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner, summary_path
+from etl.io.run_ends import owe, owed, owed_by, settled
+from etl.io.runs import OverlappingRunError, check_no_overlap, check_owner
 from etl.io.sequence_store import check_sequence_definition
 from etl.io.tables import open_tables
 from etl.load.protocol import CommitProtocol
@@ -106,6 +107,10 @@ class Loader:
         settle_pending_layout(self.spark, self.cfg)
         layout = load_layout(self.cfg, self.spec.new_layout)
         same_run = self._open_run is not None and self._open_run[0] == run_key and layout == self.layout
+        # another run's end owing its split (killed after its flush: a flush of no batch leaves the
+        # ledger's last batch_seq as it was) is made first, by the path that takes the run up again;
+        # alone, nobody can have flushed one since this loader's last call settled them
+        same_run = same_run and (self._alone or not self._flushed_run_ends(run_key))
         self._continuing = same_run and (self._alone or (self._open_run[1] == self.ledger.state()[0] and not self.tail))
         self._open_run = None  # set again only by a step call that ends with the run still open
         if self._continuing:
@@ -145,6 +150,7 @@ class Loader:
             if self.strategy is None or layout != self.layout:
                 self._use(layout)
             self.protocol.recover()
+            self._settle_run_ends()
             yield self
         finally:
             self.protocol.lock = None
@@ -231,6 +237,7 @@ class Loader:
             owner = check_owner(self.spark, self.cfg, interval.run_key, self.strategy.name,
                                 self.ledger.rows(interval.run_key))
             result.recovered_batches = len(self.protocol.recover())
+            self._settle_run_ends(interval.run_key)
             check_no_overlap(self.spark, self.cfg, interval)
         if self._continuing and counts is not None and self._counts is not None:
             self._counts.update(counts)
@@ -251,10 +258,7 @@ class Loader:
             settling = self._settling_strategy(owner)
             settling.settle(interval.run_key)
             self.protocol.apply_tail()
-            if not summary_path(self.cfg, interval.run_key, "load").exists():
-                # a retry of the run's end (a rerun of a finished run splits nothing): the split
-                # its end would have made, unless made already
-                self._split_between_runs(settling.name, interval.run_key)
+            self._end_service(interval.run_key)
             return result
         if self._continuing:
             self.strategy.arrived(sizes)
@@ -290,51 +294,92 @@ class Loader:
             self._open_run = (interval.run_key, self.ledger.state()[0])
             return result
         self.protocol.verify_lock()  # the flush records the join's state for the next run
+        if self._owes_split(self.strategy.name):
+            owe(self.cfg, interval.run_key, self.strategy.name, self.cfg.split_segments_per_run, self.cfg.theta)
+        else:  # an earlier attempt's record (the service turned off since, or another strategy retrying)
+            settled(self.cfg, interval.run_key)
         for n, joined in enumerate(self.strategy.flush(), 1):
             result.batches.append(self.protocol.commit(interval.run_key, FLUSH_STEP, joined, time.time()))
             if progress:
                 progress(f"end-of-run release {n} committed (the updates still waiting in the join)")
         self.protocol.apply_tail()  # a finished run's tables are its own: its gate, a fact's lookups read them
         self.strategy.end()
-        self._split_between_runs(self.strategy.name, interval.run_key)
+        self._end_service(interval.run_key)
         return result
 
-    def _split_between_runs(self, strategy_name: str, run_key: str) -> None:
+    def _owes_split(self, strategy_name: str) -> bool:
+        return bool(self.cfg.split_segments_per_run and strategy_name == "partitioned-range"
+                    and isinstance(self.layout, SlotArray))
+
+    def _settle_run_ends(self, own_run: str | None = None) -> None:
+        """Under the lock, after recovery and before anything else: the table service a run's end
+        owes and did not make (killed after its flush commit), made now from the same table, so
+        that it follows that flush in the history whoever loads next (``etl.io.run_ends``). A
+        record whose run's flush is not committed waits for that run's own end, and ``own_run``'s
+        is this call's own (its retry settles the run and makes the split itself)."""
+        for record in self._flushed_run_ends(own_run):
+            run_key = record["run_key"]
+            log.info("run %s was stopped after its flush and before its end's table service: made now", run_key)
+            self._fresh_strategy(record["strategy"]).settle(run_key)
+            if self._end_service(run_key):
+                self._use(load_layout(self.cfg, self.spec.new_layout))
+
+    def _flushed_run_ends(self, own_run: str | None) -> list[dict]:
+        """The owed run ends (``etl.io.run_ends``) of runs other than ``own_run`` whose flush the
+        ledger holds (a read per record, only while a record is left)."""
+        return [r for r in owed(self.cfg) if r["run_key"] != own_run
+                and FLUSH_STEP in {row["batch_index"] for row in self.ledger.rows(r["run_key"])}]
+
+    def _end_service(self, run_key: str) -> bool:
         """A table service at a run's end, applied and its snapshot gone (``split_segments_per_run``,
-        issue 47): a run of partitioned-range (the run's own strategy, whichever retries it) has
-        up to that many of key_map's segments grown past ``2*theta`` rows split, the largest first,
-        under the lock this call holds, so an always-on loader, which never lets the maintenance
-        DAG in, keeps its segments the thesis's size. Decided from the rows per segment; only the
-        largest due segments' keys are counted (per slot, up to four times ``limit`` of them), and
-        only the first ``limit`` that can be split are rewritten. A split changes the layout, so
-        the next run starts cold. A failure fails the call (another interval's unfinished run only
-        defers the split, with a warning), and a kill ends it; the run's retry finds the flush
-        committed and comes back here (the staged layout settled first), and makes the split unless
-        the layout it finds is this run's (the layout file names the run whose end made it). What
-        this does not cover, and why the service is opt-in: another run or maintenance taking the
-        lock between the kill and that retry (docs/decisions/table-services.md)."""
-        limit = self.cfg.split_segments_per_run
-        if not (limit and strategy_name == "partitioned-range" and isinstance(self.layout, SlotArray)):
-            return
-        if split_after(self.cfg) == run_key:  # this run's split is made (a retry after it)
-            return
+        issue 47), owed by the record its flush left (``etl.io.run_ends``; none: nothing owed, as
+        for a rerun of a finished run): a run of partitioned-range has up to that many of key_map's
+        segments grown past ``2*theta`` rows split, the largest first, under the lock this call
+        holds, so an always-on loader, which never lets the maintenance DAG in, keeps its segments
+        the thesis's size. Decided from the rows per segment; only the largest due segments' keys
+        are counted (per slot, up to four times the limit of them), and only the first ``limit``
+        that can be split are rewritten. The next run starts warm from this run's state, handed to
+        the new segments (``etl.core.layout.carried_across``).
+        A failure fails the call and keeps the record (another interval's unfinished run only
+        defers the split, with a warning, as it would have without a kill); a kill ends it, and
+        whichever load takes the lock next makes it (``_settle_run_ends``), or finds it made (the
+        layout file names the run whose end made it). Whether the layout changed."""
+        record = owed_by(self.cfg, run_key)
+        if record is None:
+            return False
+        limit = int(record["limit"])  # the run's own configuration's, as theta below
+        cfg = self.cfg.replace(theta=int(record.get("theta", self.cfg.theta)))
+        if not isinstance(self.layout, SlotArray) or split_after(self.cfg) == run_key:  # made (a retry after it)
+            settled(self.cfg, run_key)
+            return False
         self.protocol.verify_lock()
         rows = rows_per_segment(self.tables.read("key_map"))
         # the largest first; the keys of up to four times the bound are counted, so that one that
         # cannot be split is passed over without reading every grown segment
-        due = segments_to_split(self.layout, rows, self.cfg.theta, 4 * limit)
+        due = segments_to_split(self.layout, rows, cfg.theta, 4 * limit)
         if not due:
-            return
+            settled(self.cfg, run_key)
+            return False
         started = time.time()
         try:
-            done = rebalance(self.spark, self.cfg, merge=False, segments=due, limit=limit,
+            done = rebalance(self.spark, cfg, merge=False, segments=due, limit=limit,
                              verify=self.protocol.verify_lock, run_key=run_key)
         except RebalanceBlocked as exc:  # another interval's run is open: its pending tuples are by segment
             log.warning("key_map's segments %s are above 2*theta rows and not split: %s", due, exc)
-            return
+            settled(self.cfg, run_key)
+            return False
+        settled(self.cfg, run_key)
         log.info("key_map: segments %s split between runs in %.1f s (%d -> %d segments, %d rows moved)",
                  sorted(done["split"]), time.time() - started, done["segments_before"], done["segments_after"],
                  done["rows_moved"])
+        return bool(done["split"])
+
+    def _fresh_strategy(self, owner: str):
+        """The owner's strategy, a new one: settling another run must not touch this loader's."""
+        try:
+            return get_strategy(owner, self.spark, self.cfg, self.layout, self.tables)
+        except ConfigError:  # the warehouse has been laid out for another strategy since
+            return get_strategy(self.spec.name, self.spark, self.cfg, self.layout, self.tables)
 
     def _settling_strategy(self, owner: str | None):
         """The strategy that closes a finished run: its owner's (a crash right after the flush

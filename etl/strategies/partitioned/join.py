@@ -40,6 +40,7 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from etl.core.faults import crash_point
+from etl.core.layout import SlotArray, carried_across, layout_from_json
 from etl.core.policy import PartitionPolicy, SegmentSizes, StepArrivals, replay
 from etl.core.sizing import configured_sizes, run_sizes, segment_bytes
 from etl.io.files import write_json
@@ -111,7 +112,7 @@ class PartitionedJoin(JoinStrategy):
         rows = sum(data["sizes"].values())
         sizes = configured_sizes(self.cfg, segment_bytes(self.cfg.theta, data["row_bytes"], rows, len(data["sizes"])))
         return {**data, "n_invoke": sizes.n_invoke, "wait_buffer_tuples": sizes.wait_buffer_tuples,
-                "carried": self._carried_in()}
+                "carried": self._carried_in({int(seg): n for seg, n in data["sizes"].items()})}
 
     # ------------------------------------------------------------------ carried between runs
 
@@ -121,9 +122,11 @@ class PartitionedJoin(JoinStrategy):
     def _layout_id(self) -> str:
         return hashlib.sha256(self.layout.to_json().encode()).hexdigest()[:16]
 
-    def _carried_in(self) -> dict | None:
-        """The previous run's end state, if it was laid out as key_map is now (a rebalance moves
-        keys between segments: then the run starts cold)."""
+    def _carried_in(self, rows: dict[int, int]) -> dict | None:
+        """The previous run's end state, named by key_map's segments now: a split or merge since
+        (a run's end, maintenance's rebalance) hands each old segment's frequency to the segments
+        its keys are in now (``etl.core.layout.carried_across``, from the rows per segment now);
+        a layout that cannot be matched to the old one (a relayout) starts the run cold."""
         path = self._carried_path()
         if not self.cfg.carry_join_state or not path.exists():
             return None
@@ -134,10 +137,19 @@ class PartitionedJoin(JoinStrategy):
         except (ValueError, KeyError, TypeError) as e:
             log.warning("%s: %s is unreadable (%s): this run starts cold", self.name, path, e)
             return None
-        if state.get("layout") != self._layout_id():
-            log.info("%s: key_map's layout changed since run %s ended: this run starts cold", self.name, state.get("run_key"))
+        carried = {"resident": state["resident"], "frequency": state["frequency"], "run_key": state.get("run_key")}
+        if state.get("layout") == self._layout_id():
+            return carried
+        old = layout_from_json(state["layout_json"]) if state.get("layout_json") else None
+        mapped = (carried_across(dict(state["frequency"]), state["resident"], old, self.layout, rows)
+                  if isinstance(old, SlotArray) and isinstance(self.layout, SlotArray) else None)
+        if mapped is None:
+            log.info("%s: key_map was laid out anew since run %s ended: this run starts cold", self.name, state.get("run_key"))
             return None
-        return {"resident": state["resident"], "frequency": state["frequency"], "run_key": state.get("run_key")}
+        frequency, resident = mapped
+        log.info("%s: key_map's segments were split or merged since run %s ended: its state is carried to them",
+                 self.name, state.get("run_key"))
+        return {**carried, "resident": resident, "frequency": [[seg, value] for seg, value in sorted(frequency.items())]}
 
     def _carry_out(self) -> None:
         """At the flush, its probes decided, before its commit: a crash from here on is restarted
@@ -145,7 +157,8 @@ class PartitionedJoin(JoinStrategy):
         the run, which leaves this state as it is."""
         if not self.cfg.carry_join_state or self._began != self.run_key:
             return
-        write_json(self._carried_path(), {"layout": self._layout_id(), "run_key": self.run_key, **self.policy.carried()},
+        write_json(self._carried_path(), {"layout": self._layout_id(), "layout_json": self.layout.to_json(),
+                                          "run_key": self.run_key, **self.policy.carried()},
                    indent=None, durable=True)  # atomic: the previous run's state or this one's
         crash_point("partitioned.join_state_carried")
 

@@ -89,3 +89,26 @@ def test_between_runs_only_a_segment_above_two_theta_that_can_be_split_is_due_an
     assert single.refined() is None and segments_to_split(single, {0: 500, 1: 1}, theta=40) == []
     # A segment the layout does not have (rows of an older layout) is not the plan's to split.
     assert segments_to_split(layout, {9: 500}, theta=40) == []
+
+
+def test_carried_join_state_follows_a_split_a_merge_and_a_refinement_or_is_dropped_when_layouts_do_not_match():
+    """Issue 47's warm start across a layout change: a split's pieces share the old segment's
+    frequency by their rows and are resident candidates when it was resident, a merge sums its
+    parts', the untouched segments keep theirs, and an unchanged layout maps to itself."""
+    from etl.core.layout import carried_across
+
+    old = SlotArray(400, (0, 0, 1, 1), 100)
+    split = SlotArray(400, (0, 2, 1, 1), 100)
+    assert carried_across({0: 4.0, 1: 1.0}, [0], old, split, {0: 30, 2: 10, 1: 5}) == ({0: 3.0, 2: 1.0, 1: 1.0}, [0, 2])
+    merged = SlotArray(400, (0, 0, 0, 0), 100)
+    assert carried_across({0: 4.0, 1: 1.0}, [1], old, merged, {0: 35}) == ({0: 5.0}, [0])
+    refined_split = SlotArray(400, (0, 0, 0, 3, 1, 1, 1, 1), 50)  # slots halved, then segment 0's last quarter cut off
+    freq, resident = carried_across({0: 4.0, 1: 1.0}, [1], old, refined_split, {0: 0, 3: 0, 1: 8})
+    assert freq == {0: 3.0, 3: 1.0, 1: 1.0} and resident == [1]  # no rows in 0 or 3: shared by key range
+    assert carried_across({0: 4.0, 1: 1.0}, [0, 1], old, old, {0: 3, 1: 3}) == ({0: 4.0, 1: 1.0}, [0, 1])
+    # a split and a merge at once: new segment 2 takes old 0's last slot and old 1's first; its 8
+    # rows are estimated 4 and 4, so old 0's 4.0 goes 3:1 to 0 (12 rows) and 2, old 1's 1.0 1:1
+    mixed = SlotArray(400, (0, 2, 2, 1), 100)
+    assert carried_across({0: 4.0, 1: 1.0}, [1], old, mixed, {0: 12, 2: 8, 1: 4}) == ({0: 3.0, 2: 1.5, 1: 0.5}, [1, 2])
+    assert carried_across({0: 4.0}, [0], old, SlotArray(800, (0, 0, 1, 1), 200), {0: 1}) is None
+    assert carried_across({0: 4.0}, [0], SlotArray(400, (0, 1, 1), 134), split, {0: 1}) is None

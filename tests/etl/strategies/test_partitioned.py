@@ -4,6 +4,7 @@ The strategies' claims run on tables in the test process's memory (``memory_tabl
 Delta reads and commits are test_contract.py's and the crash matrix's."""
 
 import json
+import logging
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -183,6 +184,7 @@ def test_a_run_starts_warm_from_where_the_previous_run_ended_and_crashes_do_not_
     assert began[killed.warehouse_root][SECOND.run_key][0] == carried["resident"]
     assert began[cold.warehouse_root] == {FIRST.run_key: [[]], SECOND.run_key: [[]]}
     assert not (cold.meta_path / "join_state").exists()
+    assert not list((warm.meta_path / "run_ends").glob("*"))  # nothing was due: the records settled
     assert deterministic_tables(spark, killed) == deterministic_tables(spark, warm)
     for c in (warm, cold):
         assert_equals_oracle(spark, c)
@@ -469,15 +471,16 @@ def test_a_probe_of_thousands_of_segments_at_once_selects_exactly_their_pending_
 
 @pytest.mark.memory_tables
 def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_or_a_rerun_changes_nothing(spark, cfg, tmp_path,
-                                                                                                monkeypatch):
+                                                                                                monkeypatch, caplog):
     """Issue 47's table service between runs: with theta 10, the first run's keys grow several of
     the even layout's segments past 20 rows, and the run's end splits the largest (one a run's
     end, ``split_segments_per_run``), the second run's end the next; with the service off they
     stay grown. Every warehouse decides every update as the reference join does. Killed in the split,
     before its commit or after it, the retries leave the tables and the layout of the runs never
     killed (a retry after the commit must not split the next segment too), and a rerun of a
-    finished run splits nothing. (After the first run the warehouses are equal, the join's carried
-    state included, so the runs after it are too.)"""
+    finished run splits nothing; the next run starts warm, its carried state named by the new
+    segments. (After the first run the warehouses are equal, the join's carried state included,
+    so the runs after it are too.)"""
     from etl.io import rebalance as rebalance_module
     from etl.io.layout_store import split_after, stored_layout
     from etl.transforms.layout import segment_column
@@ -535,9 +538,48 @@ def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_or_a_rerun_
     # in a slot that cannot be cut, and is passed over rather than taking the turn (before that
     # was mended this run's end split nothing).
     jobs.ingest(spark, on, SECOND)
-    jobs.load(spark, on, SECOND)
+    with caplog.at_level(logging.INFO, logger="etl"):
+        jobs.load(spark, on, SECOND)
+    assert "split or merged since run %s ended: its state is carried" % FIRST.run_key in caplog.text  # warm, not cold
     assert split_after(on) == SECOND.run_key and stored_layout(on) != first_layout and misplaced(on) == 0
+    assert not list((on.meta_path / "run_ends").glob("*"))  # each run's end settled what it owed
     assert_equals_oracle(spark, on)
     second_layout = stored_layout(on)
     jobs.load(spark, on, FIRST)  # a rerun of a finished run, the layout another run's since
     assert stored_layout(on) == second_layout and split_after(on) == SECOND.run_key
+
+    # Killed right after the first run's flush was logged (not yet applied, its run snapshot still
+    # there), then the next run loaded before that run's retry: the next run applies the flush,
+    # settles the run and makes the split its end owes before loading, so the history is the one
+    # never killed (before the record of the owed split, the next run loaded under the unsplit
+    # layout, and the layout and the tables differed). Maintenance's rebalance refuses meanwhile.
+    from etl import maintenance
+    from etl.load import ledger as ledger_module
+    from etl.strategies.partitioned import join as join_module
+
+    between = reference_in_memory(on, tmp_path / "between")
+    jobs.ingest(spark, between, FIRST)
+    flushed, real_flush = [], join_module.PartitionedJoin.flush
+
+    def flush_then_mark(self):
+        released = real_flush(self)
+        flushed.append(1)
+        return released
+
+    def killed_once_the_flush_is_logged(point):
+        if point == "load.logged" and flushed:
+            raise Killed(point)
+
+    monkeypatch.setattr(join_module.PartitionedJoin, "flush", flush_then_mark)
+    monkeypatch.setattr(ledger_module, "crash_point", killed_once_the_flush_is_logged)
+    with pytest.raises(Killed):
+        jobs.load(spark, between, FIRST)
+    monkeypatch.undo()
+    assert len(stored_layout(between).segments) == 8 and (between.meta_path / "run_ends" / f"{FIRST.run_key}.json").exists()
+    with pytest.raises(maintenance.MaintenanceBlocked, match=FIRST.run_key):
+        maintenance.maintain(spark, between, steps=["rebalance"])
+    jobs.ingest(spark, between, SECOND)
+    jobs.load(spark, between, SECOND)
+    jobs.load(spark, between, FIRST)  # the retry: its end's split found made
+    assert stored_layout(between) == second_layout and not list((between.meta_path / "run_ends").glob("*"))
+    assert deterministic_tables(spark, between) == deterministic_tables(spark, on)

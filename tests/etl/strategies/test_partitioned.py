@@ -548,6 +548,24 @@ def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_or_a_rerun_
     jobs.load(spark, on, FIRST)  # a rerun of a finished run, the layout another run's since
     assert stored_layout(on) == second_layout and split_after(on) == SECOND.run_key
 
+    # Killed in the second run's flush, its record written and its flush not committed, then
+    # another load (a rerun of the first run): the record is the second run's own, left as it is
+    # with the run's snapshot (settling it would drop the run's waiting tuples); the retry then
+    # ends as the run never killed did.
+    from etl.strategies.partitioned import join as join_module
+
+    jobs.ingest(spark, before, SECOND)
+    monkeypatch.setattr(join_module.PartitionedJoin, "flush", lambda self: (_ for _ in ()).throw(Killed("in the flush")))
+    with pytest.raises(Killed):
+        jobs.load(spark, before, SECOND)
+    monkeypatch.undo()
+    owed_second = [before.meta_path / "run_ends" / f"{SECOND.run_key}.json", before.meta_path / "runs" / f"{SECOND.run_key}.partitioned-range.json"]
+    jobs.load(spark, before, FIRST)
+    assert all(p.exists() for p in owed_second) and stored_layout(before) == first_layout
+    jobs.load(spark, before, SECOND)
+    assert not any(p.exists() for p in owed_second) and stored_layout(before) == second_layout
+    assert deterministic_tables(spark, before) == deterministic_tables(spark, on)
+
     # Killed right after the first run's flush was logged (not yet applied, its run snapshot still
     # there), then the next run loaded before that run's retry: the next run applies the flush,
     # settles the run and makes the split its end owes before loading, so the history is the one
@@ -555,7 +573,6 @@ def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_or_a_rerun_
     # layout, and the layout and the tables differed). Maintenance's rebalance refuses meanwhile.
     from etl import maintenance
     from etl.load import ledger as ledger_module
-    from etl.strategies.partitioned import join as join_module
 
     between = reference_in_memory(on, tmp_path / "between")
     jobs.ingest(spark, between, FIRST)

@@ -481,6 +481,7 @@ def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_or_a_rerun_
     finished run splits nothing; the next run starts warm, its carried state named by the new
     segments. (After the first run the warehouses are equal, the join's carried state included,
     so the runs after it are too.)"""
+    from etl import maintenance
     from etl.io import rebalance as rebalance_module
     from etl.io.layout_store import split_after, stored_layout
     from etl.transforms.layout import segment_column
@@ -529,6 +530,8 @@ def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_or_a_rerun_
         monkeypatch.setattr(rebalance_module, "open_tables", real_open_tables)
         monkeypatch.setattr(rebalance_module, "crash_point", lambda point: None)
         assert (c.meta_path / "segment_layout.json.next").exists()  # staged, not yet promoted
+        with pytest.raises(maintenance.MaintenanceBlocked, match="owe a split"):  # the run ended, its split owed
+            maintenance.maintain(spark, c, steps=["rebalance"])
         jobs.load(spark, c, FIRST)  # the retry: settled, the split made (again) or found made
         assert stored_layout(c) == first_layout and misplaced(c) == 0 and set(grown(c)) == left
         assert deterministic_tables(spark, c) == deterministic_tables(spark, on)
@@ -571,7 +574,6 @@ def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_or_a_rerun_
     # settles the run and makes the split its end owes before loading, so the history is the one
     # never killed (before the record of the owed split, the next run loaded under the unsplit
     # layout, and the layout and the tables differed). Maintenance's rebalance refuses meanwhile.
-    from etl import maintenance
     from etl.load import ledger as ledger_module
 
     between = reference_in_memory(on, tmp_path / "between")

@@ -35,12 +35,9 @@ from etl.io.spark import build_spark_session
 from etl.io.tables import read
 from etl.strategies.base import rows_per_segment
 from benchmarks.measures import seed_direct
+from benchmarks.report import progress
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
-
-
-def progress(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def main() -> None:

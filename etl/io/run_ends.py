@@ -13,10 +13,9 @@ the history)."""
 from __future__ import annotations
 
 import json
-import os
 
 from etl.core.config import EtlConfig
-from etl.io.files import write_json
+from etl.io.files import sync_dir, write_json
 
 
 def _path(cfg: EtlConfig, run_key: str):
@@ -27,10 +26,6 @@ def owe(cfg: EtlConfig, run_key: str, strategy: str, limit: int, theta: int) -> 
     """Before the flush commit: the run's end owes a split of up to ``limit`` segments above
     ``2*theta`` rows (as the run's own configuration has them, used by whichever loader makes the
     split)."""
-    folder = _path(cfg, run_key).parent
-    if not folder.exists():  # its first record: the folder's entry made durable too
-        folder.mkdir(parents=True)
-        _sync_dir(folder.parent)
     write_json(_path(cfg, run_key), {"run_key": run_key, "strategy": strategy, "limit": limit, "theta": theta},
                indent=None, durable=True)
 
@@ -52,12 +47,4 @@ def settled(cfg: EtlConfig, run_key: str) -> None:
     if not path.exists():
         return
     path.unlink()
-    _sync_dir(path.parent)
-
-
-def _sync_dir(folder) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    sync_dir(path.parent)

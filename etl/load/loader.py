@@ -320,7 +320,7 @@ class Loader:
         for record in self._flushed_run_ends(own_run):
             run_key = record["run_key"]
             log.info("run %s was stopped after its flush and before its end's table service: made now", run_key)
-            self._fresh_strategy(record["strategy"]).settle(run_key)
+            self._settling_strategy(record["strategy"], fresh=True).settle(run_key)
             if self._end_service(run_key):
                 self._use(load_layout(self.cfg, self.spec.new_layout))
 
@@ -347,49 +347,47 @@ class Loader:
         record = owed_by(self.cfg, run_key)
         if record is None:
             return False
-        limit = int(record["limit"])  # the run's own configuration's, as theta below
-        cfg = self.cfg.replace(theta=int(record.get("theta", self.cfg.theta)))
+        done = self._split(record)  # a failure raises past this: the record is kept
+        settled(self.cfg, run_key)
+        return bool(done and done["split"])
+
+    def _split(self, record: dict) -> dict | None:
+        """The split ``record`` owes, as the rebalance reports it (``None``: nothing split)."""
+        run_key, limit = record["run_key"], int(record["limit"])
+        cfg = self.cfg.replace(theta=int(record["theta"]))  # the run's own configuration's, as the limit
         if not isinstance(self.layout, SlotArray) or split_after(self.cfg) == run_key:  # made (a retry after it)
-            settled(self.cfg, run_key)
-            return False
+            return None
         self.protocol.verify_lock()
         rows = rows_per_segment(self.tables.read("key_map"))
         # the largest first; the keys of up to four times the bound are counted, so that one that
         # cannot be split is passed over without reading every grown segment
         due = segments_to_split(self.layout, rows, cfg.theta, 4 * limit)
         if not due:
-            settled(self.cfg, run_key)
-            return False
+            return None
         started = time.time()
         try:
             done = rebalance(self.spark, cfg, merge=False, segments=due, limit=limit,
                              verify=self.protocol.verify_lock, run_key=run_key)
         except RebalanceBlocked as exc:  # another interval's run is open: its pending tuples are by segment
             log.warning("key_map's segments %s are above 2*theta rows and not split: %s", due, exc)
-            settled(self.cfg, run_key)
-            return False
-        settled(self.cfg, run_key)
+            return None
         log.info("key_map: segments %s split between runs in %.1f s (%d -> %d segments, %d rows moved)",
                  sorted(done["split"]), time.time() - started, done["segments_before"], done["segments_after"],
                  done["rows_moved"])
-        return bool(done["split"])
+        return done
 
-    def _fresh_strategy(self, owner: str):
-        """The owner's strategy, a new one: settling another run must not touch this loader's."""
-        try:
-            return get_strategy(owner, self.spark, self.cfg, self.layout, self.tables)
-        except ConfigError:  # the warehouse has been laid out for another strategy since
-            return get_strategy(self.spec.name, self.spark, self.cfg, self.layout, self.tables)
-
-    def _settling_strategy(self, owner: str | None):
+    def _settling_strategy(self, owner: str | None, fresh: bool = False):
         """The strategy that closes a finished run: its owner's (a crash right after the flush
-        commit may have left the owner's run snapshot behind)."""
-        if owner is None or owner == self.strategy.name:
+        commit may have left the owner's run snapshot behind). ``fresh``: a new one even when
+        this loader's is the owner's (settling another run must not touch this loader's)."""
+        if not fresh and (owner is None or owner == self.strategy.name):
             return self.strategy
         try:
-            return get_strategy(owner, self.spark, self.cfg, self.layout, self.tables)
+            return get_strategy(owner or self.spec.name, self.spark, self.cfg, self.layout, self.tables)
         except ConfigError:  # the warehouse has been laid out for another strategy since
-            return self.strategy
+            if not fresh:
+                return self.strategy
+            return get_strategy(self.spec.name, self.spark, self.cfg, self.layout, self.tables)
 
     def _run_rows(self, interval: Interval):
         """The run's rows of ``ingested_updates``, read when a step needs them (a read of a table

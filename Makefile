@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: setup demo demo-shop test test-gate test-pure test-fast test-spark test-e2e test-slow test-compose simulate benchmark benchmark-stream benchmark-stream-piece benchmark-delay-targets benchmark-split-cost benchmark-object-store benchmark-targets benchmark-facts crash-matrix airflow-start airflow-stop clean
+.PHONY: setup demo demo-shop test test-gate test-pure test-fast test-spark test-e2e test-slow test-compose simulate benchmark benchmark-stream benchmark-stream-piece benchmark-delay-targets benchmark-split-cost benchmark-object-store benchmark-targets benchmark-thesis-full benchmark-facts crash-matrix airflow-start airflow-stop clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt scripts/setup.sh etl/io/jvm/NioLocalFileSystem.java
 	@scripts/setup.sh $(VENV)
@@ -66,6 +66,17 @@ benchmark-targets: setup  ## issue 26's targets at full size (20 M keys) in one 
 	    --work $(FULLWORK) --out docs/results/targets
 	$(PY) -m benchmarks.stream_live --work $(FULLWORK) --rate 1000 --minutes 10 --run-minutes 10 --k 16 \
 	    --modes stream:partitioned-range,stream:meshjoin --out docs/results/targets/stream_live-full.json
+
+benchmark-thesis-full: setup  ## issue 47's full-size live runs from Kafka at the thesis's skew, each call timed: seed, partitioned-range for 30 minutes (three 10-minute runs, state carried, the services on), MESHJOIN for 10 (about 1.5 hours with the waits for a schedule boundary, 7 GB under var/)
+	$(PY) -m benchmarks.strategies --size full --seed-only --work $(FULLWORK)
+	$(PY) -m benchmarks.kafka_stream_calls $(THESIS_FULL) --minutes 30 --deadline-minutes 10 \
+	    --modes "stream:partitioned-range:$(THESIS_PIECES):sizes=derived:split_segments_per_run=16" \
+	    --out docs/results/thesis_full/partitioned-range-thesis.json
+	$(PY) -m benchmarks.kafka_stream_calls $(THESIS_FULL) --run-minutes 5 --minutes 10 --deadline-minutes 5 \
+	    --modes "stream:meshjoin:$(THESIS_PIECES)" --out docs/results/thesis_full/meshjoin-thesis.json
+
+THESIS_FULL = --kafka --work $(FULLWORK) --rate 1000 --run-minutes 10 --skew thesis --micro-batch-seconds 10 --k 16 --driver-memory 8g
+THESIS_PIECES = piece_seconds=10:micro_batch_seconds=10:stream_grace_seconds=1:apply_interval_seconds=60
 
 benchmark-facts: setup  ## a fact stream against a 20 M-key dimension, the lookups by native and partitioned-range (docs/model.md "Facts")
 	$(PY) -m benchmarks.facts --keys 20000000 --rate 1000 --minutes 4 --strategies native,partitioned-range \

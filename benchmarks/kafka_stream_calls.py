@@ -32,6 +32,12 @@ CALLS = [
     ("etl.load.protocol", "CommitProtocol.apply"), ("etl.load.protocol", "CommitProtocol.finish_apply"),
     ("etl.load.protocol", "CommitProtocol.start_apply"), ("etl.load.loader", "Loader._prepare"),
     ("etl.load.loader", "Loader._plan"), ("etl.load.loader", "check_sequence_definition"),
+    # issue 47's phases at full size: the partitioned join's probes and its resident copy's fold,
+    # MESHJOIN's fold, each MERGE pair, the table services between batches and at a run's end
+    ("etl.strategies.partitioned.join", "PartitionedJoin.submit"), ("etl.strategies.partitioned.join", "PartitionedJoin._probe"),
+    ("etl.strategies.partitioned.join", "PartitionedJoin.keys_committed"), ("etl.strategies.meshjoin", "MeshJoin.submit"),
+    ("etl.strategies.meshjoin", "MeshJoin.keys_committed"), ("etl.load.protocol", "CommitProtocol._apply_rows"),
+    ("etl.load.protocol", "CommitProtocol.table_services"), ("etl.load.loader", "Loader._end_service"),
 ]
 
 

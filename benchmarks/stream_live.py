@@ -38,7 +38,10 @@ partitioned join's wait bound (docs/decisions/wait-bound.md); MESHJOIN's cycle `
 settings of ``benchmarks.strategies``. A mode that falls behind is stopped ``--deadline-minutes`` after its
 stream's end (the piece being loaded finishes, as on SIGTERM): its delays then cover the loaded
 updates, ``unloaded_at_stop`` counts the others, and ``delay_avg_s_all_at_least`` averages over
-every offered update, each unloaded one at its wait until the stop (a lower bound).
+every offered update, each unloaded one at its wait until the stop (a lower bound). On Kafka the
+lines are sent by a producer process of its own (``kafka_broker.timed_producer``); the row says
+what it sent (``produced`` of ``to_produce``). ``--driver-memory``: the driver's heap (8g at 20 M
+keys, as ``make benchmark-thesis-full`` runs it).
 """
 
 from __future__ import annotations
@@ -128,7 +131,7 @@ def _flag(value: str) -> bool:
 
 MODE_SETTINGS = {"piece_seconds": int, "apply_interval_seconds": float, "micro_batch_seconds": int,
                  "stream_grace_seconds": float, "block_factor": int, "sizes": str, "apply_concurrently": _flag,
-                 "max_wait_s": float}
+                 "max_wait_s": float, "split_segments_per_run": int}
 # ``sizes``: the partitioned join's wait buffer and n_invoke, one trigger interval of arrivals
 # (``window``, the default: benchmarks.report.partitioned_settings) or derived from the memory as a
 # run derives them unless set (``derived``: etl.core.sizing).
@@ -156,11 +159,12 @@ def kafka_model(path: Path, topic: str) -> Path:
 
 class LiveProducer(threading.Thread):
     """A producer sending each line of a generated stream to ``topic`` when its arrival time comes,
-    stamped with it (the record's timestamp is its arrival: docs/sources.md)."""
+    stamped with it (the record's timestamp is its arrival: docs/sources.md), from a process of its
+    own (``kafka_broker.timed_producer``): in the driver's process it fell behind 1,000 lines/s."""
 
-    def __init__(self, spark, bootstrap: str, topic: str, landing: Path) -> None:
+    def __init__(self, bootstrap: str, topic: str, landing: Path) -> None:
         super().__init__(daemon=True)
-        self.spark, self.bootstrap, self.topic = spark, bootstrap, topic
+        self.bootstrap, self.topic = bootstrap, topic
         self.lines = []
         for f in sorted(landing.rglob("*.jsonl")):
             piece = piece_of(f.name)  # a malformed line has no arrival of its own: its file's
@@ -168,23 +172,40 @@ class LiveProducer(threading.Thread):
                 if line.strip():
                     self.lines.append((_arrival(line, piece.timestamp() + 0.5), line))
         self.lines.sort(key=lambda x: x[0])
+        self.records = landing.with_name(landing.name + ".records")
+        self.records.write_text("".join(f"{int(at * 1000)}\t{line}\n" for at, line in self.lines))
+        self.offered = len(self.lines)
+        self.lines = []  # the records file has them: not kept in the driver's memory for the run
         self.sent = 0
+        self.error: str | None = None  # the producer's failure, for the mode's row
         self.stopped = threading.Event()  # a mode stopped at its deadline stops its producer too
 
     def run(self) -> None:
-        producer = kafka_broker.Producer(self.spark, self.bootstrap)
+        process = kafka_broker.timed_producer(self.bootstrap, self.topic, self.records)
+        counts = threading.Thread(target=self._count, args=(process,), daemon=True)
+        counts.start()
+        terminated = False
         try:
-            while self.sent < len(self.lines) and not self.stopped.is_set():
-                now = time.time()
-                while self.sent < len(self.lines) and self.lines[self.sent][0] <= now:
-                    at, line = self.lines[self.sent]
-                    producer.send(self.topic, None, int(at * 1000), None, line.encode())
-                    self.sent += 1
-                producer.flush()
-                if self.sent < len(self.lines):
-                    time.sleep(min(max(self.lines[self.sent][0] - time.time(), 0.0), 0.5))
+            while process.poll() is None and not self.stopped.wait(0.5):
+                pass
         finally:
-            producer.close()
+            if process.poll() is None:
+                process.terminate()
+                terminated = True
+            process.wait()
+            counts.join(timeout=5)
+        if not terminated and process.returncode != 0:
+            self.error = f"the producer failed ({process.returncode}): {process.stderr.read()[-2000:]}"
+            print(f"  {self.topic}: {self.error}", flush=True)
+
+    def report(self) -> dict:
+        """What the mode's row says of its producer: records sent of those offered, and a failure."""
+        return {"produced": self.sent, "to_produce": self.offered} | ({"producer_error": self.error} if self.error else {})
+
+    def _count(self, process) -> None:
+        for line in process.stdout:
+            if line.strip().isdigit():
+                self.sent = int(line)
 
 
 def _arrival(line: str, default: float) -> float:
@@ -230,7 +251,7 @@ def run_baseline(spark, cfg: EtlConfig, work: Path, bootstrap: str, topic: str, 
     query.stop()
     run = run_delays(batches)  # weighted by updates, the worst batch's p99: as a load's summary
     steady = seconds[1:]  # the first batch's includes the query's start-up
-    return {"batches": len(batches), "seconds_per_batch": statistics.median(steady) if steady else None,
+    return {**producer.report(), "batches": len(batches), "seconds_per_batch": statistics.median(steady) if steady else None,
             "updates": run.measured, "delay_avg_s": run.avg_s, "delay_p99_s": run.p99_s, "visible_delay_avg_s": run.avg_s,
             "visible_delay_p99_s": run.p99_s, "stopped_at_deadline": stopped,
             "note": "records read, malformed lines dropped without a trace (benchmarks.handwritten)"}
@@ -275,7 +296,7 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
         cfg = cfg.replace(model_file=str(kafka_model(work / f"{name}.toml", topic)), kafka_bootstrap_servers=args.broker,
                           landing_root=str(work / f"empty-{name}"))
         create_topics(spark, args.broker, [topic], partitions=1)  # the baseline's reader starts before the first record
-        producer = LiveProducer(spark, args.broker, topic, landing)
+        producer = LiveProducer(args.broker, topic, landing)
         producer.start()
     else:
         cfg = cfg.replace(landing_root=str(landing))
@@ -323,6 +344,7 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     if producer is not None:
         producer.stopped.set()
         producer.join(timeout=60)
+        measured |= producer.report()
     if stopped:  # the average over every offered update, those left unloaded counted at their wait so far
         left = unloaded(spark, cfg, None if on_kafka else landing, datetime.now(timezone.utc))
         total = measured["delay_avg_s"] * measured["updates"] + left["waited_s"]
@@ -355,6 +377,7 @@ def main() -> None:
     ap.add_argument("--kafka", action="store_true",
                     help="each mode's stream produced live to a Kafka topic (a local broker started here) and read from it; "
                          "mode baseline:kafka is the hand-written Structured Streaming baseline on its topic")
+    ap.add_argument("--driver-memory", default="2g", help="the driver's heap (20 M keys: 8g, as benchmarks.stream_piece)")
     ap.add_argument("--out", default="docs/results/stream_live.json")
     args = ap.parse_args()
     args.seed = stored_seed(Path(args.work)) if args.work else None
@@ -367,7 +390,8 @@ def main() -> None:
         warehouse_root=str(work / "wh"), gx_root=str(work / "gx"), spark_master="local[2]", spark_shuffle_partitions=2,
         micro_batch_seconds=args.micro_batch_seconds, key_domain=args.keys, schedule=f"*/{args.run_minutes} * * * *",
         n_part=args.seed["n_part"] if args.seed else 64,  # the count every recorded run used (derived: 2 at 20,000 keys)
-        split_segments_per_run=0,  # as the recorded runs, before the split at a run's end
+        split_segments_per_run=0,  # as the recorded runs, before the split at a run's end (a mode may set it)
+        spark_driver_memory=args.driver_memory,
     )
     broker = None
     args.broker = None

@@ -130,6 +130,64 @@ public class DeleteRecords {
 """
 
 
+_TIMED_PRODUCER = """
+import java.io.*;
+import java.nio.charset.StandardCharsets;
+import java.util.*;
+import org.apache.kafka.clients.producer.*;
+public class TimedProducer {
+    public static void main(String[] a) throws Exception {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", a[0]);
+        p.put("acks", "all");
+        p.put("enable.idempotence", "true");
+        p.put("linger.ms", "5");
+        p.put("key.serializer", "org.apache.kafka.common.serialization.ByteArraySerializer");
+        p.put("value.serializer", "org.apache.kafka.common.serialization.ByteArraySerializer");
+        long sent = 0;
+        Exception[] failed = {null};
+        Callback failure = (metadata, e) -> { if (e != null && failed[0] == null) failed[0] = e; };
+        try (KafkaProducer<byte[], byte[]> producer = new KafkaProducer<>(p);
+             BufferedReader in = new BufferedReader(new InputStreamReader(new FileInputStream(a[2]), StandardCharsets.UTF_8))) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                int tab = line.indexOf('\\t');
+                long at = Long.parseLong(line.substring(0, tab));
+                long wait = at - System.currentTimeMillis();
+                if (wait > 0) Thread.sleep(wait);  // what was sent leaves within linger.ms meanwhile
+                producer.send(new ProducerRecord<>(a[1], null, at, null, line.substring(tab + 1).getBytes(StandardCharsets.UTF_8)),
+                              failure);
+                if (++sent % 1000 == 0) System.out.println(sent);
+            }
+            producer.flush();
+        }
+        if (failed[0] != null) {
+            System.err.println("a record was not delivered: " + failed[0]);
+            System.exit(1);
+        }
+        System.out.println(sent);
+    }
+}
+"""
+
+
+def timed_producer(bootstrap: str, topic: str, records: Path, version: str = KAFKA_VERSION,
+                   cache: Path = DEFAULT_CACHE) -> subprocess.Popen:
+    """Start a producer of its own (a JVM beside the broker, as a source system's client is) that
+    sends each record of ``records`` (lines ``<timestamp ms>\\t<value>``, in time order) to
+    ``topic`` when its timestamp comes, stamped with it. A producer in the driver's JVM through
+    py4j (``Producer``) costs several round trips a record and fell behind 1,000 records/s while
+    the driver loaded (2026-12-03); this one does not share the driver's process. Its stdout
+    counts the records sent, every thousand and, once all are acknowledged, at the end; a record
+    the broker did not take makes it exit 1, saying which error on stderr."""
+    source = cache / "TimedProducer.java"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    if not source.exists() or source.read_text() != _TIMED_PRODUCER:
+        source.write_text(_TIMED_PRODUCER)
+    return subprocess.Popen(["java", "-Xmx256m", "-cp", str(kafka_jars(version, cache) / "*"), str(source), bootstrap, topic,
+                             str(records)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
 def delete_records(bootstrap: str, topic: str, partition: int, before: int, version: str = KAFKA_VERSION,
                    cache: Path = DEFAULT_CACHE) -> None:
     """Delete the partition's records before offset ``before``, as retention does: Kafka's Admin

@@ -69,13 +69,13 @@ benchmark-targets: setup  ## issue 26's targets at full size (20 M keys) in one 
 
 benchmark-thesis-full: setup  ## issue 47's full-size live runs from Kafka at the thesis's skew, each call timed: seed, partitioned-range for 30 minutes (three 10-minute runs, state carried, the services on), MESHJOIN for 10 (about 1.5 hours with the waits for a schedule boundary, 7 GB under var/)
 	$(PY) -m benchmarks.strategies --size full --seed-only --work $(FULLWORK)
-	$(PY) -m benchmarks.kafka_stream_calls $(THESIS_FULL) --minutes 30 --deadline-minutes 10 \
+	$(PY) -m benchmarks.kafka_stream_calls $(THESIS_FULL) --run-minutes 10 --minutes 30 --deadline-minutes 10 \
 	    --modes "stream:partitioned-range:$(THESIS_PIECES):sizes=derived:split_segments_per_run=16" \
 	    --out docs/results/thesis_full/partitioned-range-thesis.json
 	$(PY) -m benchmarks.kafka_stream_calls $(THESIS_FULL) --run-minutes 5 --minutes 10 --deadline-minutes 5 \
 	    --modes "stream:meshjoin:$(THESIS_PIECES)" --out docs/results/thesis_full/meshjoin-thesis.json
 
-THESIS_FULL = --kafka --work $(FULLWORK) --rate 1000 --run-minutes 10 --skew thesis --micro-batch-seconds 10 --k 16 --driver-memory 8g
+THESIS_FULL = --kafka --work $(FULLWORK) --rate 1000 --skew thesis --micro-batch-seconds 10 --k 16 --driver-memory 8g
 THESIS_PIECES = piece_seconds=10:micro_batch_seconds=10:stream_grace_seconds=1:apply_interval_seconds=60
 
 benchmark-facts: setup  ## a fact stream against a 20 M-key dimension, the lookups by native and partitioned-range (docs/model.md "Facts")

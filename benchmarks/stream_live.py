@@ -165,17 +165,16 @@ class LiveProducer(threading.Thread):
     def __init__(self, bootstrap: str, topic: str, landing: Path) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.topic = bootstrap, topic
-        self.lines = []
+        lines = []  # written to the records file the producer reads, not kept in the driver's memory
         for f in sorted(landing.rglob("*.jsonl")):
             piece = piece_of(f.name)  # a malformed line has no arrival of its own: its file's
             for line in f.read_text().splitlines():
                 if line.strip():
-                    self.lines.append((_arrival(line, piece.timestamp() + 0.5), line))
-        self.lines.sort(key=lambda x: x[0])
+                    lines.append((_arrival(line, piece.timestamp() + 0.5), line))
+        lines.sort(key=lambda x: x[0])
         self.records = landing.with_name(landing.name + ".records")
-        self.records.write_text("".join(f"{int(at * 1000)}\t{line}\n" for at, line in self.lines))
-        self.offered = len(self.lines)
-        self.lines = []  # the records file has them: not kept in the driver's memory for the run
+        self.records.write_text("".join(f"{int(at * 1000)}\t{line}\n" for at, line in lines))
+        self.offered = len(lines)
         self.sent = 0
         self.error: str | None = None  # the producer's failure, for the mode's row
         self.stopped = threading.Event()  # a mode stopped at its deadline stops its producer too

@@ -130,6 +130,16 @@ public class DeleteRecords {
 """
 
 
+def _java_program(name: str, source_text: str, version: str, cache: Path, *jvm_options: str) -> list[str]:
+    """The command running the single-file Java program ``name`` (its source kept in ``cache``,
+    written again when it changed) against the Kafka client's jars."""
+    source = cache / f"{name}.java"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    if not source.exists() or source.read_text() != source_text:
+        source.write_text(source_text)
+    return ["java", *jvm_options, "-cp", str(kafka_jars(version, cache) / "*"), str(source)]
+
+
 _TIMED_PRODUCER = """
 import java.io.*;
 import java.nio.charset.StandardCharsets;
@@ -180,12 +190,8 @@ def timed_producer(bootstrap: str, topic: str, records: Path, version: str = KAF
     the driver loaded (2026-12-03); this one does not share the driver's process. Its stdout
     counts the records sent, every thousand and, once all are acknowledged, at the end; a record
     the broker did not take makes it exit 1, saying which error on stderr."""
-    source = cache / "TimedProducer.java"
-    source.parent.mkdir(parents=True, exist_ok=True)
-    if not source.exists() or source.read_text() != _TIMED_PRODUCER:
-        source.write_text(_TIMED_PRODUCER)
-    return subprocess.Popen(["java", "-Xmx256m", "-cp", str(kafka_jars(version, cache) / "*"), str(source), bootstrap, topic,
-                             str(records)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(_java_program("TimedProducer", _TIMED_PRODUCER, version, cache, "-Xmx256m")
+                            + [bootstrap, topic, str(records)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def delete_records(bootstrap: str, topic: str, partition: int, before: int, version: str = KAFKA_VERSION,
@@ -193,12 +199,8 @@ def delete_records(bootstrap: str, topic: str, partition: int, before: int, vers
     """Delete the partition's records before offset ``before``, as retention does: Kafka's Admin
     API from a JVM of its own, as an operator's tool calls it (py4j cannot pick
     ``RecordsToDelete.beforeOffset(long)`` reliably)."""
-    source = cache / "DeleteRecords.java"
-    source.parent.mkdir(parents=True, exist_ok=True)
-    if not source.exists() or source.read_text() != _DELETE_RECORDS:
-        source.write_text(_DELETE_RECORDS)
-    run = subprocess.run(["java", "-cp", str(kafka_jars(version, cache) / "*"), str(source), bootstrap, topic,
-                          str(partition), str(before)], capture_output=True, text=True, timeout=120)
+    run = subprocess.run(_java_program("DeleteRecords", _DELETE_RECORDS, version, cache)
+                         + [bootstrap, topic, str(partition), str(before)], capture_output=True, text=True, timeout=120)
     if run.returncode != 0:
         raise RuntimeError(f"deleting records of {topic}:{partition} before {before} failed: {run.stderr[-2000:]}")
 

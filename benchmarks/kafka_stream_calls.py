@@ -38,6 +38,13 @@ CALLS = [
     ("etl.strategies.partitioned.join", "PartitionedJoin.keys_committed"), ("etl.strategies.meshjoin", "MeshJoin.submit"),
     ("etl.strategies.meshjoin", "MeshJoin.keys_committed"), ("etl.load.protocol", "CommitProtocol._apply_rows"),
     ("etl.load.protocol", "CommitProtocol.table_services"), ("etl.load.loader", "Loader._end_service"),
+    # inside the write-ahead commit: its first action (the summary, which computes the decision,
+    # the join included) and the ledger row's append; the commit whole, the tail's aggregate, the
+    # arrivals' count and the copy's reconciliation
+    ("etl.load.protocol", "summarise_outcomes"), ("etl.load.ledger", "Ledger.record"),
+    ("etl.load.protocol", "CommitProtocol.commit"), ("etl.load.tail", "LoggedTail.add"),
+    ("etl.load.protocol", "key_map_changes"), ("etl.strategies.partitioned.join", "PartitionedJoin._arrivals"),
+    ("etl.strategies.partitioned.resident", "ResidentSet.sync"),
 ]
 
 

@@ -79,6 +79,16 @@ def progress(msg: str) -> None:
     print(f"[bench] {msg}", file=sys.stderr, flush=True)
 
 
+def write_result(path: str, module: str, record: dict) -> None:
+    """``record`` as JSON at ``path``, after the command that produced it and when."""
+    from datetime import datetime, timezone
+
+    out = {"command": f"python -m {module} " + " ".join(sys.argv[1:]),
+           "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **record}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(out, indent=2) + "\n")
+
+
 def replay(metrics, outcomes, interval: Interval, t: int, last_window: dict[int, int] | None = None) -> dict:
     """Delays and lag of the run as if each batch started when its arrivals were complete.
     ``last_window``: batch index -> its last arrival window, for batches spanning several windows

@@ -19,7 +19,6 @@ import argparse
 import json
 import shutil
 import statistics
-import sys
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -35,7 +34,7 @@ from etl.io.spark import build_spark_session
 from etl.io.tables import read
 from etl.strategies.base import rows_per_segment
 from benchmarks.measures import seed_direct
-from benchmarks.report import progress
+from benchmarks.report import progress, write_result
 
 T0 = datetime(2026, 11, 22, 1, 0, tzinfo=timezone.utc)
 
@@ -85,15 +84,11 @@ def main() -> None:
         progress(json.dumps(record))
         rounds.append(record)
     medians = {k: round(statistics.median(r["seconds"][k] for r in rounds), 2) for k in rounds[0]["seconds"]}
-    out = {
-        "command": "python -m benchmarks.split_cost " + " ".join(sys.argv[1:]),
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    write_result(args.out, "benchmarks.split_cost", {
         "keys": args.keys, "n_part": args.n_part, "theta": cfg.theta, "limit": args.limit,
         "rounds": rounds, "medians": medians,
         "service_over_full_read": round(medians["service_total"] / medians["one_full_key_map_scan"], 2),
-    }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    })
     progress(f"medians {medians}; written to {args.out}")
     spark.stop()
 

@@ -377,6 +377,9 @@ def main() -> None:
                     help="each mode's stream produced live to a Kafka topic (a local broker started here) and read from it; "
                          "mode baseline:kafka is the hand-written Structured Streaming baseline on its topic")
     ap.add_argument("--driver-memory", default="2g", help="the driver's heap (20 M keys: 8g, as benchmarks.stream_piece)")
+    ap.add_argument("--spark-properties", default="",
+                    help="a Java properties file of Spark settings (setting spark_properties_file), e.g. "
+                         "spark.eventLog.enabled=true and spark.eventLog.dir to see each job")
     ap.add_argument("--out", default="docs/results/stream_live.json")
     args = ap.parse_args()
     args.seed = stored_seed(Path(args.work)) if args.work else None
@@ -390,7 +393,7 @@ def main() -> None:
         micro_batch_seconds=args.micro_batch_seconds, key_domain=args.keys, schedule=f"*/{args.run_minutes} * * * *",
         n_part=args.seed["n_part"] if args.seed else 64,  # the count every recorded run used (derived: 2 at 20,000 keys)
         split_segments_per_run=0,  # as the recorded runs, before the split at a run's end (a mode may set it)
-        spark_driver_memory=args.driver_memory,
+        spark_driver_memory=args.driver_memory, spark_properties_file=args.spark_properties,
     )
     broker = None
     args.broker = None

@@ -60,6 +60,15 @@ def _properties(data_dir: Path, port: int, controller_port: int) -> str:
     ])
 
 
+def cluster_id(draw=lambda: uuid.uuid4().bytes) -> str:
+    """A random cluster id as Kafka's own (``Uuid.randomUuid``) draws it: one in 64 base64 ids
+    starts with '-', which ``StorageTool format -t`` reads as an option and fails on."""
+    while True:
+        cluster = base64.urlsafe_b64encode(draw()).decode().rstrip("=")
+        if not cluster.startswith("-"):
+            return cluster
+
+
 def start(data_dir: Path, port: int = 0, version: str = KAFKA_VERSION, cache: Path = DEFAULT_CACHE,
           heap: str = "384m", timeout: float = 60.0) -> BrokerProcess:
     """Format (the first time) and start a broker on ``127.0.0.1:port`` (0: a free port)."""
@@ -73,8 +82,7 @@ def start(data_dir: Path, port: int = 0, version: str = KAFKA_VERSION, cache: Pa
     config.write_text(_properties(data_dir, port, free_port()))
     classpath = str(jars / "*")
     if not (data_dir / "log" / "meta.properties").exists():
-        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        subprocess.run(["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)],
+        subprocess.run(["java", "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster_id(), "-c", str(config)],
                        check=True, capture_output=True)
     command = ["java", f"-Xmx{heap}", "-XX:TieredStopAtLevel=1", "-cp", classpath, "kafka.Kafka", str(config)]
     return launch(command, BrokerProcess, port, data_dir, data_dir / "broker.log", state, "the Kafka broker", timeout)

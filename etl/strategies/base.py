@@ -20,7 +20,9 @@ from dataclasses import dataclass, field
 from pyspark.sql import functions as F
 
 from etl.core.faults import crash_point
+from etl.core.spark_conf import COMMIT_SQL_SETTINGS
 from etl.io.files import write_json
+from etl.io.spark import sql_settings
 from etl.io.tables import open_tables
 
 KM_COLUMNS = ("km_surrogate_key", "km_row_hash", "km_last_source_seq")
@@ -31,6 +33,37 @@ def update_columns(entity) -> list[str]:
     """The update columns a strategy carries from a micro-batch to its release."""
     return ["update_id", "source_id", "natural_key", "op", *(c.name for c in entity.columns),
             "source_seq", "event_ts", "arrival_ts", "row_hash"]
+
+
+def lookup_join(tuples, lookup):
+    """``tuples`` LEFT JOIN ``lookup`` on the key, as a shuffled hash join built on ``tuples`` (the
+    side that is small: a batch, the pending tuples of a probe, a commit's changes). A ``lookup``
+    held partitioned by the key (``by_key``: the resident copy) is then read where it lies, neither
+    shuffled nor sorted; any other is shuffled, never sorted. A sort-merge join shuffled and sorted
+    the whole resident copy (1.3 million rows at 20 million keys) on every step, twice more for
+    each fold: 10-15 s of a 15-s step (docs/partitioned-join.md, "The copy held by key"). No
+    broadcast of a small ``lookup`` either: without adaptive execution a broadcast is a Spark job
+    of its own, one more a step (the job-count test's steps broadcast none of these reads before
+    the hint either)."""
+    return tuples.hint("shuffle_hash").join(lookup, KEY, "left")
+
+
+def by_key(df):
+    """``df`` hash-partitioned by the key as the session's joins partition a shuffle (its
+    ``spark.sql.shuffle.partitions``), so that ``lookup_join`` finds it in place: held (a local
+    checkpoint keeps a plan's partitioning), and kept through projections, filters, the joins
+    built on the other side and unions of such parts. A count of its own: adaptive execution, on
+    outside the commit, may coalesce a repartition without one."""
+    return df.repartition(int(df.sparkSession.conf.get("spark.sql.shuffle.partitions")), *KEY)
+
+
+def hold(df, eager: bool):
+    """``df`` held (a local checkpoint), planned without adaptive execution, which the step's own
+    work runs with in the product: a checkpoint keeps the partitioning of the plan it holds, but
+    an adaptive plan's is unknown to it, so a copy held ``by_key`` under adaptive execution was
+    shuffled by every join after all (found at full size)."""
+    with sql_settings(df.sparkSession, COMMIT_SQL_SETTINGS):
+        return df.localCheckpoint(eager=eager)
 
 
 def rows_per_segment(key_map) -> dict[int, int]:

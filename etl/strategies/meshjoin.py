@@ -26,7 +26,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from etl.core.mesh_policy import MeshSchedule, disk_segment_count, disk_segment_of, group_boundaries
-from etl.strategies.base import KEY, KM_COLUMNS, JoinStats, JoinStrategy, new_keys_by_segment, rows_per_segment
+from etl.strategies.base import KEY, KM_COLUMNS, JoinStats, JoinStrategy, lookup_join, new_keys_by_segment, rows_per_segment
 
 KM = list(KM_COLUMNS)
 
@@ -124,7 +124,7 @@ class MeshJoin(JoinStrategy):
         # Each queued tuple has met the disk segments of slots _q .. stepped: read them as they are now.
         met = self.schedule.positions(min(counts) - 1, self.stepped)
         seg = self._read_disk_segments(met)
-        joined = queue.join(seg, KEY, "left")
+        joined = lookup_join(queue, seg)
         hit = self._meets(-1, self.stepped)
         self.queue = joined.select(
             *self.update_columns,
@@ -168,7 +168,7 @@ class MeshJoin(JoinStrategy):
             stats.segments_probed = len(positions)
             hit = self._meets(lo, hi)
             stepped = (
-                queue.join(seg, KEY, "left")
+                lookup_join(queue, seg)
                 .select(
                     *self.update_columns,
                     *[F.when(hit, F.col("s_" + c)).otherwise(F.col(c)).alias(c) for c in KM],

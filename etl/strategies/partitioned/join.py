@@ -44,7 +44,7 @@ from etl.core.layout import SlotArray, carried_across, layout_from_json
 from etl.core.policy import PartitionPolicy, SegmentSizes, StepArrivals, replay
 from etl.core.sizing import configured_sizes, run_sizes, segment_bytes
 from etl.io.files import write_json
-from etl.strategies.base import KEY, JoinStats, JoinStrategy, new_keys_by_segment, rows_per_segment
+from etl.strategies.base import KEY, JoinStats, JoinStrategy, by_key, hold, lookup_join, new_keys_by_segment, rows_per_segment
 from etl.strategies.partitioned.resident import ResidentSet
 from etl.strategies.partitioned.wait_buffer import WaitBuffer
 from etl.transforms.layout import segment_column
@@ -171,7 +171,7 @@ class PartitionedJoin(JoinStrategy):
             data = self._sizes_now()
             self.sizes = SegmentSizes({int(k): v for k, v in data["sizes"].items()}, float(data["row_bytes"]))
         self.lookup_stats = JoinStats(keymap_bytes_read=sum(self.sizes.bytes(s) for s in segments), segments_probed=len(segments))
-        return with_segment.join(self._segments(segments), KEY, "left").drop("segment_id")
+        return lookup_join(with_segment, self._segments(segments)).drop("segment_id")
 
     # ------------------------------------------------------------------ run start / restart
 
@@ -270,15 +270,26 @@ class PartitionedJoin(JoinStrategy):
             # Spark job, or at once when nothing is released; without one it is a plain part of
             # the release. The copy is synced once, after every decision: a segment admitted
             # early in the loop may be the victim of a later admission.
+            # The run's flush probes most of key_map for a few of its keys: there the segments it
+            # does not admit are narrowed to the pending keys as they are read (a broadcast
+            # semi-join, one job more once a run) instead of shuffled whole (at 20 million keys,
+            # 17 million rows shuffled for 99,208 tuples).
             admitted = (set(self.policy.resident) - self.resident.loaded) & set(due)
-            probed = None
+            probed = lookup = None
             if admitted or pending is not None:
-                probed = self._with_segment(self._segments(due))
-                if admitted:
-                    probed = probed.localCheckpoint(eager=pending is None)
+                read = self._with_segment(self._segments(due))
+                narrow = step < 0 and pending is not None and not set(due) <= admitted
+                if admitted:  # held by key, as the copy it joins (and the release's join's shuffle)
+                    whole = read.where(F.col("segment_id").isin(sorted(admitted))) if narrow else read
+                    probed = hold(by_key(whole), eager=pending is None)
+                lookup = probed if probed is not None else read
+                if narrow:
+                    rest = read.where(~F.col("segment_id").isin(sorted(admitted))) if admitted else read
+                    rest = rest.join(F.broadcast(pending.select(*KEY)), KEY, "left_semi")
+                    lookup = rest if probed is None else probed.unionByName(rest)
             self.resident.sync(set(self.policy.resident), probed=(set(due), probed) if admitted else None)
             if pending is not None:
-                parts.append(pending.join(probed.drop("segment_id"), KEY, "left"))
+                parts.append(lookup_join(pending, lookup.drop("segment_id")))
         stats.resident_bytes = self.policy.resident_bytes
         stats.wait_buffer_tuples = self.policy.waiting
         self._stats = stats

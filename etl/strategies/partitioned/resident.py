@@ -11,12 +11,15 @@ from typing import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from etl.strategies.base import KEY
+from etl.strategies.base import KEY, by_key, hold, lookup_join
 
 MAX_UNHELD_FOLDS = 8
 
 
 class ResidentSet:
+    """The copy is held partitioned by the key (``by_key``), so a step's join and a commit's fold
+    read it in place and shuffle only their own small side (``lookup_join``)."""
+
     def __init__(self, read_segments: Callable[[list[int]], DataFrame]) -> None:
         self.read_segments = read_segments  # segments -> their key_map lookup rows with segment_id
         self.df: DataFrame | None = None  # key_map rows of exactly the segments in ``loaded``
@@ -26,13 +29,13 @@ class ResidentSet:
     def join(self, tuples: DataFrame) -> DataFrame:
         """``tuples`` of resident segments with their key_map rows (a left join: new keys have none)."""
         self._unheld = 0  # the release joining the copy is committed next: its job holds the folds
-        return tuples.join(self.df.drop("segment_id"), KEY, "left")
+        return lookup_join(tuples, self.df.drop("segment_id"))
 
     def sync(self, want: set[int], probed: tuple[set[int], DataFrame] | None = None) -> None:
         """Hold exactly ``want``: drop evicted segments, add admitted ones. ``probed`` is (segments,
         their rows with ``segment_id``) a probe holds (a local checkpoint its release's job
-        computes): admitted ones are taken from it, without a job of their own; any other is read
-        from key_map and held at once (one Spark job)."""
+        computes; held by key): admitted ones are taken from it, without a job of their own; any
+        other is read from key_map and held at once (one Spark job)."""
         if want == self.loaded:
             return
         gone, new = self.loaded - want, sorted(want - self.loaded)
@@ -45,7 +48,7 @@ class ResidentSet:
         if from_probe:
             parts.append(probed[1].where(F.col("segment_id").isin(from_probe)))
         if to_read:
-            parts.append(self.read_segments(to_read))
+            parts.append(by_key(self.read_segments(to_read)))
         df = reduce(lambda a, b: a.unionByName(b), parts) if parts else None
         # Read from key_map: held now. Views of what is held already: held by the next job that
         # reads the copy (one plan again instead of a union growing with every admission).
@@ -62,14 +65,15 @@ class ResidentSet:
             return
         changed = changes.where(F.col("segment_id").isin(sorted(self.loaded)))
         old = self.df
-        updated = changed.join(old.drop("segment_id"), KEY, "left").select(
+        updated = lookup_join(changed, old.drop("segment_id")).select(
             *KEY,
             F.col("surrogate_key").alias("km_surrogate_key"),
             F.coalesce(F.col("applied_row_hash"), F.col("km_row_hash")).alias("km_row_hash"),
             F.greatest(F.col("km_last_source_seq"), F.col("max_source_seq")).alias("km_last_source_seq"),
             "segment_id",
         )
-        self.df = self._held(old.join(changed.select(*KEY), KEY, "left_anti").unionByName(updated))
+        kept = old.join(changed.select(*KEY).hint("shuffle_hash"), KEY, "left_anti")
+        self.df = self._held(kept.unionByName(updated))
 
     def _held(self, df: DataFrame, at_once: bool = False) -> DataFrame:
         """``df`` as a local checkpoint: computed now (``at_once``, or past ``MAX_UNHELD_FOLDS``
@@ -79,4 +83,4 @@ class ResidentSet:
         at_once = at_once or self._unheld >= MAX_UNHELD_FOLDS
         if at_once:
             self._unheld = 0
-        return df.localCheckpoint(eager=at_once)
+        return hold(df, eager=at_once)

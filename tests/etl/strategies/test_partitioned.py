@@ -446,6 +446,47 @@ def test_a_probe_that_admits_reads_key_map_once(spark, cfg):
     strategy.forget_snapshot()
 
 
+def test_the_flush_reads_the_segments_it_does_not_admit_narrowed_to_the_pending_keys(spark, cfg):
+    """At a run's end the flush probes every segment with a tuple waiting (at 20 million keys, 17
+    million rows of key_map for 99,208 tuples): the rows of the segments it does not admit are
+    narrowed to the pending keys as they are read, by a broadcast semi-join, not shuffled whole;
+    a probe within the run, and an admitted segment, read their segments whole. The release is
+    the same rows either way."""
+    from pyspark.sql import functions as F
+
+    from etl.io.layout_store import load_layout
+    from etl.strategies import get_strategy
+    from etl.strategies.base import KEY
+
+    cfg = cfg.replace(join_strategy="partitioned-range", carry_join_state=False)  # a cold begin below
+    generate_stream(StreamSpec(start=T0, duration_s=120, rate=6, seed=5, key_domain=400), cfg.landing_path)
+    jobs.ingest(spark, cfg, FIRST)
+    jobs.load(spark, cfg, FIRST)
+    key_map = read(spark, cfg, "key_map")
+    counted = key_map.groupBy("segment_id").count().orderBy(F.desc("count")).collect()
+    segments = [int(r.segment_id) for r in counted[:3]]
+
+    def released(step: int, memory_budget: int):
+        strategy = get_strategy("partitioned-range", spark, cfg, load_layout(cfg))
+        strategy.begin(f"flush-test-{step}-{memory_budget}", None, [], [])
+        strategy.policy.memory_budget = memory_budget
+        hold_waiting(spark, cfg, strategy, {s: 2 for s in segments})
+        release = strategy._probe(segments, step, [])
+        plan = release._jdf.queryExecution().executedPlan().toString()
+        rows = sorted(tuple(r) for r in release.select(*KEY, "update_id", "km_surrogate_key").collect())
+        strategy.forget_snapshot()
+        return plan, rows, set(strategy.policy.resident)
+
+    flush_plan, flush_rows, flush_resident = released(-1, 0)  # nothing admitted
+    probe_plan, probe_rows, _ = released(2, 0)
+    admitting_plan, admitting_rows, admitting_resident = released(-1, 1 << 40)  # all three admitted
+    assert "LeftSemi" in flush_plan and "BroadcastExchange" in flush_plan and not flush_resident
+    assert "LeftSemi" not in probe_plan
+    assert "LeftSemi" not in admitting_plan and admitting_resident == set(segments)
+    assert len(flush_rows) == 6 and flush_rows == probe_rows == admitting_rows
+    assert all(r[3] is not None for r in flush_rows)  # each waiting tuple met its key_map row
+
+
 def hold_waiting(spark, cfg, strategy, counts: dict[int, int]) -> None:
     """``counts[segment]`` of the ingested updates of that segment waiting in ``strategy``'s wait
     buffer, as a step that routed them there leaves them."""
@@ -602,3 +643,55 @@ def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_or_a_rerun_
     jobs.load(spark, between, FIRST)  # the retry: its end's split found made
     assert stored_layout(between) == second_layout and not list((between.meta_path / "run_ends").glob("*"))
     assert deterministic_tables(spark, between) == deterministic_tables(spark, on)
+
+
+@pytest.mark.no_tables
+def test_the_resident_copy_is_joined_and_folded_where_it_lies_only_the_small_side_shuffled(spark):
+    """The copy is held partitioned by the key: a step's join and a commit's fold shuffle their own
+    tuples or changes, never the copy (at 20 million keys a sort-merge join shuffled and sorted its
+    1.3 million rows on every step, twice more a fold: 10-15 s of a 15-s step), and the fold's
+    result is held the same way, so the next step's join finds it in place too (a fold twice
+    leaves it as once). Held without
+    adaptive execution even when the step runs with it: an adaptive plan's partitioning is unknown
+    to a checkpoint."""
+    from pyspark.sql import functions as F
+
+    from etl.io.spark import sql_settings
+    from etl.strategies.partitioned.resident import ResidentSet
+
+    def exchanges(df) -> int:
+        """Its plan's exchanges, each a shuffle (a shuffled hash join: no sort)."""
+        plan = df._jdf.queryExecution().executedPlan().toString()
+        assert "ShuffledHashJoin" in plan and "Sort " not in plan, plan
+        return plan.count("Exchange ")
+
+    key_map = spark.createDataFrame(
+        [(src, f"K{i:03d}", 2 * i + (src == "erp"), f"h{i}", 10, i % 4) for i in range(40) for src in ("crm", "erp")],
+        "source_id string, natural_key string, km_surrogate_key long, km_row_hash string, km_last_source_seq long, "
+        "segment_id int")
+    copy = ResidentSet(lambda segments: key_map.where(F.col("segment_id").isin(segments)))
+    with sql_settings(spark, {"spark.sql.adaptive.enabled": "true"}):  # as a step's submit runs in the product
+        copy.sync({0, 1})
+    tuples = spark.createDataFrame([("crm", "K000", "a"), ("erp", "K001", "b"), ("crm", "K999", "c"), ("erp", "K004", "d"),
+                                    ("crm", "K000", "a2")],  # a key twice in a step
+                                   "source_id string, natural_key string, v string")
+    joined = copy.join(tuples)
+    assert exchanges(joined) == 1  # the tuples'
+    assert sorted(tuple(r) for r in joined.collect()) == [
+        ("crm", "K000", "a", 0, "h0", 10), ("crm", "K000", "a2", 0, "h0", 10), ("crm", "K999", "c", None, None, None),
+        ("erp", "K001", "b", 3, "h1", 10), ("erp", "K004", "d", 9, "h4", 10)]
+
+    # A commit: K000 advanced, K100 new (segment 0), K003 in a segment the copy does not hold.
+    changes = spark.createDataFrame(
+        [("crm", "K000", 0, "h0-new", 20, 0), ("crm", "K100", 80, "h100", 5, 0), ("crm", "K003", 6, "h3-new", 20, 3)],
+        "source_id string, natural_key string, surrogate_key long, applied_row_hash string, max_source_seq long, "
+        "segment_id int")
+    later = spark.createDataFrame([("crm", "K000", "e"), ("crm", "K100", "f"), ("crm", "K003", "g")],
+                                  "source_id string, natural_key string, v string")
+    copy.fold(changes)
+    copy.fold(changes)  # folded again (a recovery's apply of a batch folded when it was logged): the same copy
+    joined = copy.join(later)
+    assert exchanges(joined) == 1
+    assert sorted(tuple(r) for r in joined.collect()) == [
+        ("crm", "K000", "e", 0, "h0-new", 20), ("crm", "K003", "g", None, None, None), ("crm", "K100", "f", 80, "h100", 5)]
+    assert copy.df.count() == 2 * 20 + 1  # segments 0 and 1 of both sources, and the new key

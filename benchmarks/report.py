@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -81,8 +82,6 @@ def progress(msg: str) -> None:
 
 def write_result(path: str, module: str, record: dict) -> None:
     """``record`` as JSON at ``path``, after the command that produced it and when."""
-    from datetime import datetime, timezone
-
     out = {"command": f"python -m {module} " + " ".join(sys.argv[1:]),
            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), **record}
     Path(path).parent.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ from pyspark.sql import functions as F
 from benchmarks.report import progress, write_result
 from etl.core.config import EtlConfig
 from etl.io.spark import build_spark_session
-from etl.strategies.base import KEY
+from etl.strategies.base import KEY, committed_lookup_columns
 from etl.strategies.partitioned.resident import ResidentSet
 
 SEGMENT_ROWS = 19_531  # a full-size segment: 20 million keys over 1,024
@@ -41,10 +41,7 @@ class UnpartitionedCopy:
 
     def fold(self, changes) -> None:
         old = self.df
-        updated = changes.join(old.drop("segment_id"), KEY, "left").select(
-            *KEY, F.col("surrogate_key").alias("km_surrogate_key"),
-            F.coalesce(F.col("applied_row_hash"), F.col("km_row_hash")).alias("km_row_hash"),
-            F.greatest(F.col("km_last_source_seq"), F.col("max_source_seq")).alias("km_last_source_seq"), "segment_id")
+        updated = changes.join(old.drop("segment_id"), KEY, "left").select(*KEY, *committed_lookup_columns(), "segment_id")
         self.df = old.join(changes.select(*KEY), KEY, "left_anti").unionByName(updated).localCheckpoint(eager=False)
 
 

@@ -35,6 +35,16 @@ def update_columns(entity) -> list[str]:
             "source_seq", "event_ts", "arrival_ts", "row_hash"]
 
 
+def committed_lookup_columns() -> list:
+    """A key's ``km_*`` columns after a commit, from the commit's ``key_map`` changes joined with
+    what a strategy held of the key before (null for a new key): the row the MERGE leaves."""
+    return [
+        F.col("surrogate_key").alias("km_surrogate_key"),
+        F.coalesce(F.col("applied_row_hash"), F.col("km_row_hash")).alias("km_row_hash"),
+        F.greatest(F.col("km_last_source_seq"), F.col("max_source_seq")).alias("km_last_source_seq"),
+    ]
+
+
 def lookup_join(tuples, lookup):
     """``tuples`` LEFT JOIN ``lookup`` on the key, as a shuffled hash join built on ``tuples`` (the
     side that is small: a batch, the pending tuples of a probe, a commit's changes). A ``lookup``

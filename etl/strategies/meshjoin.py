@@ -26,7 +26,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from etl.core.mesh_policy import MeshSchedule, disk_segment_count, disk_segment_of, group_boundaries
-from etl.strategies.base import KEY, KM_COLUMNS, JoinStats, JoinStrategy, lookup_join, new_keys_by_segment, rows_per_segment
+from etl.strategies.base import KEY, KM_COLUMNS, JoinStats, JoinStrategy, committed_lookup_columns, lookup_join, new_keys_by_segment, rows_per_segment
 
 KM = list(KM_COLUMNS)
 
@@ -219,13 +219,7 @@ class MeshJoin(JoinStrategy):
         if self.released is None or not self.queued:
             return  # nothing queued can have seen these keys stale (a restart reads them fresh)
         before = self.released.select(*KEY, "km_row_hash", "km_last_source_seq").dropDuplicates(KEY)
-        after = km.join(before, KEY, "left").select(
-            *KEY,
-            F.col("surrogate_key").alias("km_surrogate_key"),
-            F.coalesce(F.col("applied_row_hash"), F.col("km_row_hash")).alias("km_row_hash"),
-            F.greatest(F.col("km_last_source_seq"), F.col("max_source_seq")).alias("km_last_source_seq"),
-            F.lit(self.stepped).alias("_at"),
-        )
+        after = km.join(before, KEY, "left").select(*KEY, *committed_lookup_columns(), F.lit(self.stepped).alias("_at"))
         self.overlay = (
             after if self.overlay is None else self.overlay.join(km.select(*KEY), KEY, "left_anti").unionByName(after)
         ).localCheckpoint(eager=True)

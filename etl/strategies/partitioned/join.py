@@ -269,11 +269,11 @@ class PartitionedJoin(JoinStrategy):
             # files and the logged tail merged over them are fixed here) by the release's own
             # Spark job, or at once when nothing is released; without one it is a plain part of
             # the release. The copy is synced once, after every decision: a segment admitted
-            # early in the loop may be the victim of a later admission.
-            # The run's flush probes most of key_map for a few of its keys: there the segments it
-            # does not admit are narrowed to the pending keys as they are read (a broadcast
-            # semi-join, one job more once a run) instead of shuffled whole (at 20 million keys,
-            # 17 million rows shuffled for 99,208 tuples).
+            # early in the loop may be the victim of a later admission. The run's flush probes
+            # most of key_map for a few of its keys: there the segments it does not admit are
+            # narrowed to the pending keys as they are read (a broadcast semi-join, one job more
+            # once a run) instead of shuffled whole (at 20 million keys, 17 million rows shuffled
+            # for 99,208 tuples).
             admitted = (set(self.policy.resident) - self.resident.loaded) & set(due)
             probed = lookup = None
             if admitted or pending is not None:

@@ -11,7 +11,7 @@ from typing import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from etl.strategies.base import KEY, by_key, hold, lookup_join
+from etl.strategies.base import KEY, by_key, committed_lookup_columns, hold, lookup_join
 
 MAX_UNHELD_FOLDS = 8
 
@@ -65,13 +65,7 @@ class ResidentSet:
             return
         changed = changes.where(F.col("segment_id").isin(sorted(self.loaded)))
         old = self.df
-        updated = lookup_join(changed, old.drop("segment_id")).select(
-            *KEY,
-            F.col("surrogate_key").alias("km_surrogate_key"),
-            F.coalesce(F.col("applied_row_hash"), F.col("km_row_hash")).alias("km_row_hash"),
-            F.greatest(F.col("km_last_source_seq"), F.col("max_source_seq")).alias("km_last_source_seq"),
-            "segment_id",
-        )
+        updated = lookup_join(changed, old.drop("segment_id")).select(*KEY, *committed_lookup_columns(), "segment_id")
         kept = old.join(changed.select(*KEY).hint("shuffle_hash"), KEY, "left_anti")
         self.df = self._held(kept.unionByName(updated))
 

@@ -292,6 +292,15 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(max(2, cfg.spark_shuffle_partitions)),
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "true",
+        # A checkpoint carries the constraints Spark inferred for the plan it holds (SPARK-39834);
+        # when a later plan holds one checkpoint twice, Spark renames the copy's columns matching
+        # those constraints' columns exactly, nullability included. A column a filter had made
+        # non-null was missed, the copy's constraint named a column it does not have, and a union
+        # over it failed to plan ("key not found: natural_key#..."; the partitioned join's flush
+        # after a restart: its resident copy and a probed segment, both read from key_map). A
+        # checkpoint's rows meet those constraints already; without propagation only the filters
+        # Spark would infer from them are lost (isnotnull on keys that are never null).
+        "spark.sql.constraintPropagation.enabled": "false",
         # The coalesced apply's MERGEs run in a thread of their own beside the next batches'
         # decisions (etl.load.protocol): fair sharing between the threads' pools, so a decision's
         # small jobs are not queued behind a MERGE's stages (one thread: the same order as FIFO).

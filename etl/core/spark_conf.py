@@ -100,13 +100,14 @@ def spark_properties(cfg: EtlConfig) -> dict[str, str]:
     if ours:
         raise ConfigError(f"setting 'spark_properties_file' = {cfg.spark_properties_file!r}: {', '.join(ours)} "
                           f"is the job's own (the jars: settings 'spark_packages', 'object_store_packages', "
-                          f"'spark_jars'; Delta's catalog is required)")
+                          f"'spark_jars'; Delta's catalog is required; constraint propagation on fails to plan "
+                          f"a checkpoint held twice: docs/decisions/no-constraint-propagation.md)")
     return props
 
 
 # What the job sets itself and a properties file may not replace.
 OWN_SETTINGS = frozenset({"spark.jars", "spark.jars.packages", "spark.jars.excludes", "spark.sql.extensions",
-                          "spark.sql.catalog.spark_catalog"})
+                          "spark.sql.catalog.spark_catalog", "spark.sql.constraintPropagation.enabled"})
 
 
 # The Kafka source's own Hadoop client jars would stand beside the ones pyspark ships; the AWS SDK's

@@ -283,3 +283,6 @@ def test_a_spark_properties_file_adds_spark_settings_and_refuses_others_and_the_
     path.write_text("spark.jars.packages=org.example:evil:1\n")
     with pytest.raises(ConfigError, match="spark.jars.packages is the job's own"):
         spark_properties(cfg)
+    path.write_text("spark.sql.constraintPropagation.enabled=true\n")
+    with pytest.raises(ConfigError, match="constraintPropagation.enabled is the job's own.*no-constraint-propagation"):
+        spark_properties(cfg)

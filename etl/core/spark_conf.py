@@ -294,13 +294,14 @@ def spark_conf(cfg: EtlConfig) -> dict[str, str]:
         "spark.databricks.delta.schema.autoMerge.enabled": "false",
         "spark.sql.adaptive.enabled": "true",
         # A checkpoint carries the constraints Spark inferred for the plan it holds (SPARK-39834);
-        # when a later plan holds one checkpoint twice, Spark renames the copy's columns matching
-        # those constraints' columns exactly, nullability included. A column a filter had made
-        # non-null was missed, the copy's constraint named a column it does not have, and a union
-        # over it failed to plan ("key not found: natural_key#..."; the partitioned join's flush
-        # after a restart: its resident copy and a probed segment, both read from key_map). A
-        # checkpoint's rows meet those constraints already; without propagation only the filters
-        # Spark would infer from them are lost (isnotnull on keys that are never null).
+        # when a later plan holds checkpoints with the same column ids, Spark renames a copy's
+        # constraints through a map keyed by the whole column, nullability included. A union's
+        # constraints name its first child's columns while its output is nullable if any child's
+        # is: such a column was missed, the copy's constraint named a column it does not have, and
+        # a union over it failed to plan ("key not found: natural_key#..."; the partitioned join's
+        # flush after a restart: its resident copy and a probed segment, both read from key_map).
+        # Without propagation only the filters Spark would infer are lost (isnotnull on keys that
+        # are never null); no result changes. docs/decisions/no-constraint-propagation.md
         "spark.sql.constraintPropagation.enabled": "false",
         # The coalesced apply's MERGEs run in a thread of their own beside the next batches'
         # decisions (etl.load.protocol): fair sharing between the threads' pools, so a decision's

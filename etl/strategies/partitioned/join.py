@@ -43,7 +43,9 @@ from etl.core.faults import crash_point
 from etl.core.layout import SlotArray, carried_across, layout_from_json
 from etl.core.policy import PartitionPolicy, SegmentSizes, StepArrivals, replay
 from etl.core.sizing import configured_sizes, run_sizes, segment_bytes
+from etl.core.spark_conf import COMMIT_SQL_SETTINGS
 from etl.io.files import write_json
+from etl.io.spark import sql_settings
 from etl.strategies.base import KEY, JoinStats, JoinStrategy, by_key, hold, lookup_join, new_keys_by_segment, rows_per_segment
 from etl.strategies.partitioned.resident import ResidentSet
 from etl.strategies.partitioned.wait_buffer import WaitBuffer
@@ -78,16 +80,18 @@ class PartitionedJoin(JoinStrategy):
     def _arrivals(self, df, offset: int) -> StepArrivals:
         """Per-epoch segment counts of ``df`` in arrival order, epochs numbered from ``offset``
         tuples; with them, for the wait bound, each segment's earliest arrival and the latest
-        arrival (epoch seconds; one Spark job for all three)."""
+        arrival (epoch seconds; one Spark job for all three: planned without adaptive execution,
+        which runs each of its two shuffles as a job of its own, one job more a step)."""
         ranked = df.select(
             "segment_id", F.unix_micros("arrival_ts").alias("_t"),
             (F.row_number().over(Window.orderBy("arrival_ts", "update_id")) - 1 + offset).alias("_i"),
         )
-        rows = (
-            ranked.groupBy((F.col("_i") / self.cfg.tau).cast("long").alias("epoch"), "segment_id")
-            .agg(F.count(F.lit(1)).alias("count"), F.min("_t").alias("first"), F.max("_t").alias("last"))
-            .collect()
-        )
+        with sql_settings(self.spark, COMMIT_SQL_SETTINGS):
+            rows = (
+                ranked.groupBy((F.col("_i") / self.cfg.tau).cast("long").alias("epoch"), "segment_id")
+                .agg(F.count(F.lit(1)).alias("count"), F.min("_t").alias("first"), F.max("_t").alias("last"))
+                .collect()
+            )
         by_epoch: dict[int, dict[int, int]] = {}
         oldest: dict[int, float] = {}
         for r in rows:

@@ -29,6 +29,15 @@ def test_conf_configures_delta_and_keeps_the_warehouse_out_of_the_working_direct
     assert conf["spark.driver.memory"] == "3g"
 
 
+def test_every_driver_runs_without_constraint_propagation(tmp_path):
+    """In-process drivers and spark-submit's alike (docs/decisions/no-constraint-propagation.md)."""
+    from etl.entrypoints.airflow_support import submit_conf
+
+    cfg = EtlConfig(warehouse_root=str(tmp_path), spark_jars_dir=str(tmp_path))
+    assert spark_conf(cfg)["spark.sql.constraintPropagation.enabled"] == "false"
+    assert submit_conf(cfg)["spark.sql.constraintPropagation.enabled"] == "false"
+
+
 def test_the_driver_s_jvm_output_goes_to_stderr_and_configured_options_follow(tmp_path):
     quiet = log_option(EtlConfig())
     assert spark_conf(EtlConfig(spark_jars_dir=str(tmp_path)))["spark.driver.extraJavaOptions"] == f"{JVM_OUTPUT_TO_STDERR} {quiet}"

@@ -17,7 +17,6 @@ from etl.core.interval import Interval
 from etl.core.oracle import decide
 from etl.fresh import fresh
 from etl.generator import StreamSpec, generate_stream
-from etl.io.spark import sql_settings
 from etl.io.tables import read
 from etl.load.loader import Loader, OverlappingRunError
 from tests.helpers import copy_of, deterministic_tables, die_after, good, land, reference_in_memory
@@ -628,7 +627,8 @@ def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, st
     probes admit a segment (``WAITING``): its batch is held by the job that counts its arrivals,
     its waiting tuples are a view of it, the probed segments are read once, by the release's own
     job, for the join and the copy of those admitted, and a commit's changes are folded into the
-    copy by the next job that reads it (docs/partitioned-join.md, "Spark jobs a step")."""
+    copy by the next job that reads it, and its arrivals are counted without adaptive execution,
+    one job for two shuffles (docs/partitioned-join.md, "Spark jobs a step")."""
     if deletion_vectors == "on":
         cfg = cfg.replace(warehouse_root=str(cfg.warehouse_path.parent / "with-vectors"), deletion_vectors="on")
     cfg = cfg.replace(join_strategy=strategy, n_invoke=1, apply_interval_seconds=apply_interval).replace(**settings)
@@ -636,9 +636,18 @@ def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, st
     stream(cfg, duration_s=240)
     jobs.ingest(spark, cfg, run)
     marks = []
-    with sql_settings(spark, {"spark.sql.adaptive.enabled": "true"}):
+    # The product's session setting, not a ``sql_settings`` block: a block's value would hold until
+    # the last block open on the key ends, so the commit's own blocks (off) would leave the steps
+    # after the first commit counted without adaptive execution.
+    spark.conf.set("spark.sql.adaptive.enabled", "true")
+    try:
         summary = jobs.load(spark, cfg, run, progress=lambda message: message.startswith("batch ")
-                            and marks.append((jobs_started(spark), delta_commits(cfg.warehouse_path))))
+                            and marks.append((jobs_started(spark), delta_commits(cfg.warehouse_path),
+                                              spark.conf.get("spark.sql.adaptive.enabled"))))
+    finally:
+        spark.conf.set("spark.sql.adaptive.enabled", "false")
+    assert {on for _, _, on in marks} == {"true"}  # every step counted ran as the product runs
+    marks = [(j, c) for j, c, _ in marks]
     assert summary["batches_committed"] >= 4 and len(marks) == 4
     # every arrival step released a batch (the run's end, index -1, may release nothing)
     assert read(spark, cfg, "batch_ledger").where("batch_index >= 0 AND batch_seq = 0").count() == 0

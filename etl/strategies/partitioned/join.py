@@ -81,7 +81,7 @@ class PartitionedJoin(JoinStrategy):
         """Per-epoch segment counts of ``df`` in arrival order, epochs numbered from ``offset``
         tuples; with them, for the wait bound, each segment's earliest arrival and the latest
         arrival (epoch seconds; one Spark job for all three: planned without adaptive execution,
-        which runs each of its two shuffles as a job of its own, one job more a step)."""
+        which runs its shuffle stage as a job of its own, one job more a step)."""
         ranked = df.select(
             "segment_id", F.unix_micros("arrival_ts").alias("_t"),
             (F.row_number().over(Window.orderBy("arrival_ts", "update_id")) - 1 + offset).alias("_i"),

@@ -628,7 +628,7 @@ def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, st
     its waiting tuples are a view of it, the probed segments are read once, by the release's own
     job, for the join and the copy of those admitted, and a commit's changes are folded into the
     copy by the next job that reads it, and its arrivals are counted without adaptive execution,
-    one job for two shuffles (docs/partitioned-join.md, "Spark jobs a step")."""
+    one job, not two (docs/partitioned-join.md, "Spark jobs a step")."""
     if deletion_vectors == "on":
         cfg = cfg.replace(warehouse_root=str(cfg.warehouse_path.parent / "with-vectors"), deletion_vectors="on")
     cfg = cfg.replace(join_strategy=strategy, n_invoke=1, apply_interval_seconds=apply_interval).replace(**settings)

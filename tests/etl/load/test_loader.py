@@ -639,13 +639,14 @@ def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, st
     # The product's session setting, not a ``sql_settings`` block: a block's value would hold until
     # the last block open on the key ends, so the commit's own blocks (off) would leave the steps
     # after the first commit counted without adaptive execution.
+    session_own = spark.conf.get("spark.sql.adaptive.enabled")
     spark.conf.set("spark.sql.adaptive.enabled", "true")
     try:
         summary = jobs.load(spark, cfg, run, progress=lambda message: message.startswith("batch ")
                             and marks.append((jobs_started(spark), delta_commits(cfg.warehouse_path),
                                               spark.conf.get("spark.sql.adaptive.enabled"))))
     finally:
-        spark.conf.set("spark.sql.adaptive.enabled", "false")
+        spark.conf.set("spark.sql.adaptive.enabled", session_own)
     assert {on for _, _, on in marks} == {"true"}  # every step counted ran as the product runs
     marks = [(j, c) for j, c, _ in marks]
     assert summary["batches_committed"] >= 4 and len(marks) == 4

@@ -132,39 +132,53 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
 
 # Runtime SQL settings are the session's, shared by its threads: the coalesced apply runs beside
 # the next batches' decisions (etl.load.protocol), each block setting the same values. Per key, the
-# value before the first of the blocks open is put back when the last one ends, not when each
-# ends (two overlapping blocks restoring their own "before" would leave the other's value behind).
+# blocks open form a stack: the newest one's value is in force, and when the last one ends the
+# value from before the first is put back (two overlapping blocks restoring their own "before"
+# would leave the other's value behind). A block nested in the same thread may set another value,
+# in force until it ends; another thread's block may not, since one of the two would run with the
+# other's value (refused: ``ConflictingSqlSettings``).
 _SETTINGS_GUARD = threading.Lock()
-_OPEN_SETTINGS: dict[tuple[int, str], list] = {}  # (session, key) -> [value before, blocks open]
+_BEFORE: dict[tuple[int, str], str | None] = {}  # (session, key) -> the value before its first block
+_OPEN_BLOCKS: dict[tuple[int, str], list[tuple[object, int, str]]] = {}  # -> [(block, thread, value)]
+
+
+class ConflictingSqlSettings(RuntimeError):
+    """A block set a runtime SQL setting that another thread's open block holds at another value."""
 
 
 @contextmanager
 def sql_settings(spark, settings: dict[str, str]):
-    """Run a block with these runtime SQL settings, then put back what was there before (once no
-    other thread's block holds the same key)."""
-    session = id(spark)
+    """Run a block with these runtime SQL settings, then put back what was in force before it."""
+    session, thread, block = id(spark), threading.get_ident(), object()
     with _SETTINGS_GUARD:
         for key, value in settings.items():
-            held = _OPEN_SETTINGS.get((session, key))
-            if held is None:
-                _OPEN_SETTINGS[(session, key)] = [spark.conf.get(key, None), 1]
-            else:
-                held[1] += 1
+            for _, other, held in _OPEN_BLOCKS.get((session, key), ()):
+                if other != thread and held != value:
+                    raise ConflictingSqlSettings(
+                        f"{key}={value} asked while another thread's block holds {key}={held}: "
+                        "the session's settings are shared by its threads")
+        for key, value in settings.items():
+            if (session, key) not in _OPEN_BLOCKS:
+                _BEFORE[(session, key)] = spark.conf.get(key, None)
+                _OPEN_BLOCKS[(session, key)] = []
+            _OPEN_BLOCKS[(session, key)].append((block, thread, value))
             spark.conf.set(key, value)
     try:
         yield
     finally:
         with _SETTINGS_GUARD:
             for key in settings:
-                held = _OPEN_SETTINGS[(session, key)]
-                held[1] -= 1
-                if held[1]:
+                blocks = [b for b in _OPEN_BLOCKS[(session, key)] if b[0] is not block]
+                if blocks:
+                    _OPEN_BLOCKS[(session, key)] = blocks
+                    spark.conf.set(key, blocks[-1][2])
                     continue
-                del _OPEN_SETTINGS[(session, key)]
-                if held[0] is None:
+                del _OPEN_BLOCKS[(session, key)]
+                before = _BEFORE.pop((session, key))
+                if before is None:
                     spark.conf.unset(key)
                 else:
-                    spark.conf.set(key, held[0])
+                    spark.conf.set(key, before)
 
 
 def make_class_archive(cfg: EtlConfig, again: bool = False, timeout: float = 900) -> Path | None:

@@ -34,6 +34,91 @@ def test_sql_settings_hold_for_the_block_and_are_put_back(spark):
     assert spark.conf.get(unset, None) is None
 
 
+class _Conf:
+    """A session's runtime conf as ``sql_settings`` uses it (the real one: the test above)."""
+
+    def __init__(self, values):
+        self.values = dict(values)
+
+    def get(self, key, default=None):
+        return self.values.get(key, default)
+
+    def set(self, key, value):
+        self.values[key] = value
+
+    def unset(self, key):
+        self.values.pop(key, None)
+
+
+class _Session:
+    def __init__(self, **values):
+        self.conf = _Conf({k.replace("_", "."): v for k, v in values.items()})
+
+
+def test_a_nested_block_of_another_value_holds_until_it_ends_not_until_the_outer_one_does():
+    """The job-count test once nested ``adaptive on`` around a step whose commit turns it off: the
+    commit's value stayed in force for every later step of the outer block."""
+    session, key = _Session(aqe="false"), "aqe"
+    with sql_settings(session, {key: "true"}):
+        with sql_settings(session, {key: "false", "other": "1"}):
+            assert session.conf.values == {key: "false", "other": "1"}
+        assert session.conf.values == {key: "true"}
+        with sql_settings(session, {key: "true"}):
+            assert session.conf.get(key) == "true"
+        assert session.conf.get(key) == "true"
+    assert session.conf.values == {key: "false"}
+
+
+def test_overlapping_blocks_of_two_threads_put_back_the_first_ones_before_when_the_last_ends():
+    """The coalesced apply's thread and the decisions' hold the same setting over overlapping
+    spans, ended in either order."""
+    import threading
+
+    session, key = _Session(), "aqe"
+    opened, release, ended = threading.Event(), threading.Event(), threading.Event()
+
+    def beside():
+        with sql_settings(session, {key: "false"}):
+            opened.set()
+            release.wait(5)
+        ended.set()
+
+    thread = threading.Thread(target=beside)
+    with sql_settings(session, {key: "false"}):
+        thread.start()
+        assert opened.wait(5)
+    assert session.conf.get(key) == "false"  # the other thread's block is still open
+    release.set()
+    assert ended.wait(5)
+    thread.join()
+    assert key not in session.conf.values
+
+
+def test_another_threads_block_may_not_set_a_value_a_block_holds_differently():
+    """One of the two would run with the other's value: refused, and nothing is changed."""
+    import threading
+
+    from etl.io.spark import ConflictingSqlSettings
+
+    session, key = _Session(aqe="true"), "aqe"
+    errors = []
+
+    def beside():
+        try:
+            with sql_settings(session, {"other": "1", key: "true"}):
+                pass
+        except ConflictingSqlSettings as e:
+            errors.append(str(e))
+
+    with sql_settings(session, {key: "false"}):
+        thread = threading.Thread(target=beside)
+        thread.start()
+        thread.join()
+        assert session.conf.values == {key: "false"}
+    assert len(errors) == 1 and "aqe=true" in errors[0] and "aqe=false" in errors[0]
+    assert session.conf.values == {key: "true"}
+
+
 def test_a_checkpoint_held_twice_in_a_union_plans_without_carried_constraints(spark):
     """A checkpoint carries its plan's constraints; held twice in one plan, the copy's are renamed
     by whole column, nullability included. A union's constraints name its first child's (here

@@ -150,35 +150,44 @@ class ConflictingSqlSettings(RuntimeError):
 def sql_settings(spark, settings: dict[str, str]):
     """Run a block with these runtime SQL settings, then put back what was in force before it."""
     session, thread, block = id(spark), threading.get_ident(), object()
-    with _SETTINGS_GUARD:
-        for key, value in settings.items():
-            for _, other, held in _OPEN_BLOCKS.get((session, key), ()):
-                if other != thread and held != value:
-                    raise ConflictingSqlSettings(
-                        f"{key}={value} asked while another thread's block holds {key}={held}: "
-                        "the session's settings are shared by its threads")
-        for key, value in settings.items():
-            if (session, key) not in _OPEN_BLOCKS:
-                _BEFORE[(session, key)] = spark.conf.get(key, None)
-                _OPEN_BLOCKS[(session, key)] = []
-            _OPEN_BLOCKS[(session, key)].append((block, thread, value))
-            spark.conf.set(key, value)
+    opened: list[str] = []
     try:
+        with _SETTINGS_GUARD:
+            for key, value in settings.items():
+                for _, other, held in _OPEN_BLOCKS.get((session, key), ()):
+                    if other != thread and held != value:
+                        raise ConflictingSqlSettings(
+                            f"{key}={value} asked while another thread's block holds {key}={held}: "
+                            "the session's settings are shared by its threads")
+            for key, value in settings.items():
+                first = (session, key) not in _OPEN_BLOCKS
+                before = spark.conf.get(key, None) if first else None
+                spark.conf.set(key, value)  # may refuse (a static setting): the keys opened before are put back
+                if first:
+                    _BEFORE[(session, key)], _OPEN_BLOCKS[(session, key)] = before, []
+                _OPEN_BLOCKS[(session, key)].append((block, thread, value))
+                opened.append(key)
         yield
     finally:
         with _SETTINGS_GUARD:
-            for key in settings:
-                blocks = [b for b in _OPEN_BLOCKS[(session, key)] if b[0] is not block]
-                if blocks:
-                    _OPEN_BLOCKS[(session, key)] = blocks
-                    spark.conf.set(key, blocks[-1][2])
-                    continue
-                del _OPEN_BLOCKS[(session, key)]
-                before = _BEFORE.pop((session, key))
-                if before is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, before)
+            for key in opened:
+                _close(spark, (session, key), block)
+
+
+def _close(spark, held: tuple[int, str], block) -> None:
+    """``block`` ended on the key: the newest block still open sets its value, or the last one
+    ended puts back the value from before the first."""
+    blocks = [b for b in _OPEN_BLOCKS[held] if b[0] is not block]
+    if blocks:
+        _OPEN_BLOCKS[held] = blocks
+        spark.conf.set(held[1], blocks[-1][2])
+        return
+    del _OPEN_BLOCKS[held]
+    before = _BEFORE.pop(held)
+    if before is None:
+        spark.conf.unset(held[1])
+    else:
+        spark.conf.set(held[1], before)
 
 
 def make_class_archive(cfg: EtlConfig, again: bool = False, timeout: float = 900) -> Path | None:

@@ -69,6 +69,39 @@ def test_a_nested_block_of_another_value_holds_until_it_ends_not_until_the_outer
     assert session.conf.values == {key: "false"}
 
 
+def test_a_setting_refused_on_entry_puts_back_the_ones_set_before_it_and_holds_nothing():
+    """A static setting cannot be set at run time: the block fails before its body, and no key is
+    left set, nor held against another thread's block."""
+    import threading
+
+    class Refusing(_Conf):
+        def set(self, key, value):
+            if key == "static":
+                raise ValueError("cannot modify a static config")
+            super().set(key, value)
+
+    session = _Session(aqe="true")
+    session.conf = Refusing(session.conf.values)
+    with pytest.raises(ValueError, match="static"):
+        with sql_settings(session, {"aqe": "false", "static": "x"}):
+            raise AssertionError("the body runs")
+    assert session.conf.values == {"aqe": "true"}
+
+    errors = []
+
+    def beside():
+        try:
+            with sql_settings(session, {"aqe": "true"}):
+                pass
+        except Exception as e:  # refused, were the failed block's aqe=false still held
+            errors.append(e)
+
+    thread = threading.Thread(target=beside)
+    thread.start()
+    thread.join()
+    assert errors == [] and session.conf.values == {"aqe": "true"}
+
+
 def test_overlapping_blocks_of_two_threads_put_back_the_first_ones_before_when_the_last_ends():
     """The coalesced apply's thread and the decisions' hold the same setting over overlapping
     spans, ended in either order."""
@@ -80,16 +113,16 @@ def test_overlapping_blocks_of_two_threads_put_back_the_first_ones_before_when_t
     def beside():
         with sql_settings(session, {key: "false"}):
             opened.set()
-            release.wait(5)
+            release.wait(60)
         ended.set()
 
     thread = threading.Thread(target=beside)
     with sql_settings(session, {key: "false"}):
         thread.start()
-        assert opened.wait(5)
+        assert opened.wait(60)
     assert session.conf.get(key) == "false"  # the other thread's block is still open
     release.set()
-    assert ended.wait(5)
+    assert ended.wait(60)
     thread.join()
     assert key not in session.conf.values
 

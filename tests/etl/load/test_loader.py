@@ -636,9 +636,8 @@ def test_a_steady_state_batch_runs_a_bounded_number_of_spark_jobs(spark, cfg, st
     stream(cfg, duration_s=240)
     jobs.ingest(spark, cfg, run)
     marks = []
-    # The product's session setting, not a ``sql_settings`` block: a block's value would hold until
-    # the last block open on the key ends, so the commit's own blocks (off) would leave the steps
-    # after the first commit counted without adaptive execution.
+    # The product's session setting, not a ``sql_settings`` block: with the MERGEs beside the steps,
+    # a block of this thread holding it on would make the apply thread's own (off) be refused.
     session_own = spark.conf.get("spark.sql.adaptive.enabled")
     spark.conf.set("spark.sql.adaptive.enabled", "true")
     try:

@@ -138,8 +138,8 @@ def build_spark_session(cfg: EtlConfig, app_name: str = "active-dw-etl", master:
 # in force until it ends; another thread's block may not, since one of the two would run with the
 # other's value (refused: ``ConflictingSqlSettings``).
 _SETTINGS_GUARD = threading.Lock()
-_BEFORE: dict[tuple[int, str], str | None] = {}  # (session, key) -> the value before its first block
-_OPEN_BLOCKS: dict[tuple[int, str], list[tuple[object, int, str]]] = {}  # -> [(block, thread, value)]
+# (session, key) -> (the value before its first block, its blocks open as [(block, thread, value)])
+_OPEN_SETTINGS: dict[tuple[int, str], tuple[str | None, list[tuple[object, int, str]]]] = {}
 
 
 class ConflictingSqlSettings(RuntimeError):
@@ -154,18 +154,16 @@ def sql_settings(spark, settings: dict[str, str]):
     try:
         with _SETTINGS_GUARD:
             for key, value in settings.items():
-                for _, other, held in _OPEN_BLOCKS.get((session, key), ()):
+                for _, other, held in _OPEN_SETTINGS.get((session, key), (None, ()))[1]:
                     if other != thread and held != value:
                         raise ConflictingSqlSettings(
                             f"{key}={value} asked while another thread's block holds {key}={held}: "
                             "the session's settings are shared by its threads")
             for key, value in settings.items():
-                first = (session, key) not in _OPEN_BLOCKS
-                before = spark.conf.get(key, None) if first else None
+                open_ = _OPEN_SETTINGS.get((session, key)) or (spark.conf.get(key, None), [])
                 spark.conf.set(key, value)  # may refuse (a static setting): the keys opened before are put back
-                if first:
-                    _BEFORE[(session, key)], _OPEN_BLOCKS[(session, key)] = before, []
-                _OPEN_BLOCKS[(session, key)].append((block, thread, value))
+                open_[1].append((block, thread, value))
+                _OPEN_SETTINGS[(session, key)] = open_
                 opened.append(key)
         yield
     finally:
@@ -177,13 +175,12 @@ def sql_settings(spark, settings: dict[str, str]):
 def _close(spark, held: tuple[int, str], block) -> None:
     """``block`` ended on the key: the newest block still open sets its value, or the last one
     ended puts back the value from before the first."""
-    blocks = [b for b in _OPEN_BLOCKS[held] if b[0] is not block]
+    before, blocks = _OPEN_SETTINGS[held]
+    blocks[:] = [b for b in blocks if b[0] is not block]
     if blocks:
-        _OPEN_BLOCKS[held] = blocks
         spark.conf.set(held[1], blocks[-1][2])
         return
-    del _OPEN_BLOCKS[held]
-    before = _BEFORE.pop(held)
+    del _OPEN_SETTINGS[held]
     if before is None:
         spark.conf.unset(held[1])
     else:

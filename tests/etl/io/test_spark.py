@@ -1,7 +1,9 @@
+import threading
+
 import pytest
 
 from etl.core.spark_conf import DELTA_EXTENSION
-from etl.io.spark import sql_settings
+from etl.io.spark import ConflictingSqlSettings, sql_settings
 
 
 def test_session_has_delta(spark):
@@ -52,7 +54,7 @@ class _Conf:
 
 class _Session:
     def __init__(self, **values):
-        self.conf = _Conf({k.replace("_", "."): v for k, v in values.items()})
+        self.conf = _Conf(values)
 
 
 def test_a_nested_block_of_another_value_holds_until_it_ends_not_until_the_outer_one_does():
@@ -72,8 +74,6 @@ def test_a_nested_block_of_another_value_holds_until_it_ends_not_until_the_outer
 def test_a_setting_refused_on_entry_puts_back_the_ones_set_before_it_and_holds_nothing():
     """A static setting cannot be set at run time: the block fails before its body, and no key is
     left set, nor held against another thread's block."""
-    import threading
-
     class Refusing(_Conf):
         def set(self, key, value):
             if key == "static":
@@ -105,8 +105,6 @@ def test_a_setting_refused_on_entry_puts_back_the_ones_set_before_it_and_holds_n
 def test_overlapping_blocks_of_two_threads_put_back_the_first_ones_before_when_the_last_ends():
     """The coalesced apply's thread and the decisions' hold the same setting over overlapping
     spans, ended in either order."""
-    import threading
-
     session, key = _Session(), "aqe"
     opened, release, ended = threading.Event(), threading.Event(), threading.Event()
 
@@ -129,9 +127,6 @@ def test_overlapping_blocks_of_two_threads_put_back_the_first_ones_before_when_t
 
 def test_another_threads_block_may_not_set_a_value_a_block_holds_differently():
     """One of the two would run with the other's value: refused, and nothing is changed."""
-    import threading
-
-    from etl.io.spark import ConflictingSqlSettings
 
     session, key = _Session(aqe="true"), "aqe"
     errors = []

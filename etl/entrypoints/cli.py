@@ -178,12 +178,24 @@ def build_parser() -> argparse.ArgumentParser:
                        help="wait bound of the partitioned join, seconds (default 0: none, as in the thesis)")
         p.add_argument("--minutes", type=float, default=20.0, help="simulated minutes (default 20)")
         p.add_argument("--seed", type=int, default=7)
+        p.add_argument("--wait-buffer-tuples", type=int, default=0,
+                       help="the partitioned join's wait buffer, in updates (default: Table 6.2's 4 MB of 64-byte tuples)")
+        p.add_argument("--live", action="store_true",
+                       help="the partitioned joins as etl stream runs them on Spark (its measured per-step costs, "
+                            "windows, runs ending with a flush), every update counted: docs/simulator.md")
+        p.add_argument("--micro-batch-seconds", type=float, default=None, help="--live: the stream's window (default 10)")
+        p.add_argument("--live-costs", default=None, metavar="FILE",
+                       help="--live: the loader's costs fitted on your own run (benchmarks.live_costs' JSON; "
+                            "default: the recorded full-size run's)")
+        p.add_argument("--run-minutes", type=float, default=None,
+                       help="--live: the schedule's interval, each run ending with a flush (default 10; 0: one run)")
     return parser
 
 
 def _simulate(args: argparse.Namespace) -> int:
     from etl.simulator import experiments
-    from etl.simulator.model import MB, SimParams
+    from etl.simulator.engine import LIVE_STRATEGIES
+    from etl.simulator.model import MB, LiveCosts, SimParams
 
     if args.sim_command == "figures":
         base = SimParams(duration_s=600.0, warmup_s=60.0) if args.quick else SimParams()
@@ -207,6 +219,20 @@ def _simulate(args: argparse.Namespace) -> int:
             warmup_s=min(360.0, args.minutes * 60 / 8),
             seed=args.seed,
         )
+        if args.wait_buffer_tuples < 0:
+            raise ValueError("--wait-buffer-tuples: expected a number of updates >= 0")
+        if args.wait_buffer_tuples:
+            fields["wait_buffer_bytes"] = args.wait_buffer_tuples * SimParams.s_bytes
+        if not args.live and (args.micro_batch_seconds is not None or args.run_minutes is not None or args.live_costs):
+            raise ValueError("--micro-batch-seconds, --run-minutes and --live-costs are settings of --live")
+        if args.live:
+            window = 10.0 if args.micro_batch_seconds is None else args.micro_batch_seconds
+            run_minutes = 10.0 if args.run_minutes is None else args.run_minutes
+            if getattr(args, "strategy", "partitioned-range") not in LIVE_STRATEGIES:
+                raise ValueError(f"--live: only {' and '.join(LIVE_STRATEGIES)} are modelled on Spark")
+            if window <= 0 or run_minutes < 0:
+                raise ValueError("--live: expected --micro-batch-seconds > 0 and --run-minutes >= 0")
+            fields.update(live=LiveCosts.from_file(args.live_costs) if args.live_costs else LiveCosts(), tick_s=window, run_s=run_minutes * 60, warmup_s=0.0)
         if args.pqrs:
             pqrs = tuple(float(x) for x in args.pqrs.split(","))
             if len(pqrs) != 4 or abs(sum(pqrs) - 1) > 1e-9 or min(pqrs) < 0:

@@ -20,6 +20,10 @@ partitioned join is driven by the ETL's own policy objects (``etl.core.policy.Pa
 
 Delays are output time minus arrival time, for tuples arriving after ``warmup_s`` and
 produced before ``duration_s``; disk and CPU seconds count work started after ``warmup_s``.
+
+With ``SimParams.live`` the partitioned joins are simulated as ``etl stream`` runs them on Spark
+instead: windows, one commit a step at the loader's measured costs, runs ending with a flush,
+and every update counted (``_simulate_partitioned_live``; docs/simulator.md "The loader on Spark").
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from etl.simulator.workload import Layout, Relation, Trace
 # The strategies this simulator models, in the thesis's figure order; the same names as
 # etl.core.registry (a test holds them equal): a new strategy needs a model here too.
 STRATEGIES = ("partitioned-range", "partitioned-hash", "meshjoin", "native")
+LIVE_STRATEGIES = ("partitioned-range", "partitioned-hash")  # modelled on Spark too (``SimParams.live``)
 SAMPLE_EVERY_S = 10.0
 
 
@@ -60,6 +65,8 @@ class SimResult:
     sustained: bool = True  # the backlog does not grow over the run
     buffered: list[tuple[float, int, int]] = field(default_factory=list)  # (time, input buffer, wait buffer)
     wall_s: float = 0.0
+    busy_s: float = 0.0  # live: the loader's seconds of ingest, steps and run-end holds
+    wall_clock_s: float = 0.0  # live: the simulated time of its last commit
 
     @property
     def system_s(self) -> float:
@@ -68,6 +75,8 @@ class SimResult:
     def as_dict(self) -> dict:
         out = asdict(self)
         out["system_s"] = self.system_s
+        if self.wall_clock_s:
+            out["busy_share"] = self.busy_s / self.wall_clock_s
         out["keymap_bytes_per_1000_updates"] = self.disk_bytes / max(self.arrived, 1) * 1000
         return out
 
@@ -96,14 +105,15 @@ class _Delays:
             res.p99_delay_s = float(np.percentile(allv, 99))
 
 
-def _sustained(samples: list[tuple[float, int, int]], p: SimParams) -> bool:
+def _sustained(samples: list[tuple[float, int, int]], p: SimParams, wait_buffer: bool = True) -> bool:
     """The backlog is not growing: its mean over the last quarter of the run exceeds that of the
     second quarter by less than 5% of what arrives in half the run (bursts come and go; a
-    saturated join accumulates a steady share of the arrivals)."""
+    saturated join accumulates a steady share of the arrivals). Without ``wait_buffer``: the input
+    only (a live run's wait buffer fills through each run by design, and its flush empties it)."""
     if not samples:
         return True
     t = np.array([s[0] for s in samples])
-    v = np.array([s[1] + s[2] for s in samples], dtype=float)
+    v = np.array([s[1] + (s[2] if wait_buffer else 0) for s in samples], dtype=float)
     q2 = v[(t >= p.duration_s * 0.25) & (t < p.duration_s * 0.5)]
     q4 = v[t >= p.duration_s * 0.75]
     if not len(q2) or not len(q4):
@@ -124,15 +134,42 @@ def _epoch_counts(start_index: int, segs: np.ndarray, tau: int) -> dict[int, dic
     return out
 
 
+def _policy(p: SimParams) -> tuple[PartitionPolicy, Granularity]:
+    policy = PartitionPolicy(
+        p.n_invoke, p.r_wb, p.alpha, p.tau, p.rho, p.join_memory, p.wait_buffer_tuples, p.max_wait_s
+    )
+    return policy, Granularity(1, p.l_mark_blocks * p.block_tuples, p.h_mark_blocks * p.block_tuples, p.block_factor)
+
+
+def _route(policy: PartitionPolicy, pending: dict[int, list[np.ndarray]], segs: np.ndarray, arr: np.ndarray,
+           taken: int, tau: int) -> tuple[np.ndarray, set[int]]:
+    """A batch's tuples through the ETL's policy: which are joined in memory now (a mask, and their
+    segments); the others wait, their arrival times kept in ``pending`` by segment."""
+    policy.freq.observe_counts(_epoch_counts(taken, segs, tau))
+    uniq, first, counts = np.unique(segs, return_index=True, return_counts=True)
+    # Arrivals are in time order, so a segment's first index is its oldest tuple.
+    joined, _waiting = policy.route(
+        dict(zip(uniq.tolist(), counts.tolist())), dict(zip(uniq.tolist(), arr[first].tolist())), float(arr[-1])
+    )
+    in_memory = np.isin(segs, np.fromiter(joined, dtype=np.int64, count=len(joined)))
+    if not in_memory.all():
+        wsegs, warr = segs[~in_memory], arr[~in_memory]
+        order = np.argsort(wsegs, kind="stable")
+        wsegs, warr = wsegs[order], warr[order]
+        cut = np.flatnonzero(np.diff(wsegs)) + 1
+        for part_s, part_a in zip(np.split(wsegs, cut), np.split(warr, cut)):
+            pending.setdefault(int(part_s[0]), []).append(part_a)
+    return in_memory, joined
+
+
 def simulate_partitioned(p: SimParams, trace: Trace, relation: Relation, layout: Layout, strategy: str) -> SimResult:
+    if p.live is not None:
+        return _simulate_partitioned_live(p, trace, relation, layout, strategy)
     res = _result(strategy, p)
     cpu, disk = p.cpu, p.disk
     seg_of = layout.segment_of_row[relation.row_of(trace.keys)]
     seg_tuples = layout.segment_bytes // p.r_bytes
-    policy = PartitionPolicy(
-        p.n_invoke, p.r_wb, p.alpha, p.tau, p.rho, p.join_memory, p.wait_buffer_tuples, p.max_wait_s
-    )
-    gran = Granularity(1, p.l_mark_blocks * p.block_tuples, p.h_mark_blocks * p.block_tuples, p.block_factor)
+    policy, gran = _policy(p)
     block = p.block_tuples
     pending: dict[int, list[np.ndarray]] = {}
     delays = _Delays(p.warmup_s, p.duration_s)
@@ -162,15 +199,9 @@ def simulate_partitioned(p: SimParams, trace: Trace, relation: Relation, layout:
             res.buffered.append((start, backlog, policy.waiting))
             next_sample = start + SAMPLE_EVERY_S
         segs, arr = seg_of[taken:end], ts[taken:end]
-        policy.freq.observe_counts(_epoch_counts(taken, segs, p.tau))
-        uniq, first, counts = np.unique(segs, return_index=True, return_counts=True)
-        # Arrivals are in time order, so a segment's first index is its oldest tuple.
-        joined, _waiting = policy.route(
-            dict(zip(uniq.tolist(), counts.tolist())), dict(zip(uniq.tolist(), arr[first].tolist())), float(arr[-1])
-        )
+        in_memory, joined = _route(policy, pending, segs, arr, taken, p.tau)
         t = start
         work_cpu = 0.0
-        in_memory = np.isin(segs, np.fromiter(joined, dtype=np.int64, count=len(joined)))
         if in_memory.any():
             msegs, marr = segs[in_memory], arr[in_memory]
             if tuple_mode:  # one nested-loop scan of the segment per tuple
@@ -186,15 +217,8 @@ def simulate_partitioned(p: SimParams, trace: Trace, relation: Relation, layout:
                     work_cpu += cost
                     delays.add(t + work_cpu, marr[sel])
         t += work_cpu
-        waiting_mask = ~in_memory
-        n_wait = int(waiting_mask.sum())
+        n_wait = int(np.count_nonzero(~in_memory))
         if n_wait:
-            wsegs, warr = segs[waiting_mask], arr[waiting_mask]
-            order = np.argsort(wsegs, kind="stable")
-            wsegs, warr = wsegs[order], warr[order]
-            cut = np.flatnonzero(np.diff(wsegs)) + 1
-            for part_s, part_a in zip(np.split(wsegs, cut), np.split(warr, cut)):
-                pending.setdefault(int(part_s[0]), []).append(part_a)
             t += n_wait * cpu.buffer_tuple_s
             work_cpu += n_wait * cpu.buffer_tuple_s
         charge(start, 0.0, work_cpu)
@@ -223,6 +247,82 @@ def simulate_partitioned(p: SimParams, trace: Trace, relation: Relation, layout:
     res.final_backlog = int(np.count_nonzero(ts[taken:] <= p.duration_s)) + policy.waiting
     delays.finish(res)
     res.sustained = _sustained(res.buffered, p)
+    return res
+
+
+def _simulate_partitioned_live(p: SimParams, trace: Trace, relation: Relation, layout: Layout, strategy: str) -> SimResult:
+    """The partitioned join as ``etl stream`` runs it on Spark (``p.live``), where the thesis's
+    operator reads a disk: arrivals in windows of ``tick_s`` (a block of ``block_factor`` of them
+    past H_mark), a step once its last window has closed, its grace passed and its piece been
+    ingested; everything a step releases (joined in memory or probed) is logged by its one commit,
+    at the step's end. Each run of ``run_s`` ends with a flush of the wait buffer in its last step,
+    then the loop is held (``run_end_hold_s``); the join's state is carried to the next run. Every
+    update counts from the stream's start to its commit, the flush's included, as the live
+    benchmark counts them: no warm-up left out, nothing left waiting at the end."""
+    res = _result(strategy, p)
+    costs = p.live
+    seg_of = layout.segment_of_row[relation.row_of(trace.keys)]
+    policy, gran = _policy(p)
+    pending: dict[int, list[np.ndarray]] = {}
+    delays = _Delays(0.0, math.inf)
+    ts, tick = trace.ts, p.tick_s
+    run_s = p.run_s or math.ceil(p.duration_s / tick) * tick
+    last_end = math.ceil(p.duration_s / run_s) * run_s
+    grace = costs.grace_s
+    clock, taken, cutoff, run_end = 0.0, 0, 0.0, run_s
+    next_apply, next_sample = costs.apply_interval_s, 0.0
+    while cutoff < last_end:
+        waiting_now = int(np.searchsorted(ts, max(clock - grace, cutoff + tick), side="left")) - taken
+        close = min(cutoff + gran.next_batch_seconds(waiting_now) * tick, run_end)
+        # The last piece is read once the loop is free and its window's grace has passed; behind,
+        # that read takes every window closed by then, within the run, in one pass.
+        read_at = max(clock, close + grace)
+        close = max(close, min(run_end, math.floor((read_at - grace) / tick) * tick))
+        first_idle = max(cutoff + tick, math.ceil((clock - grace) / tick) * tick)
+        passes = max(1, math.floor((close - first_idle) / tick) + 1)  # windows read as they closed, the loop idle
+        start = read_at + costs.ingest_s
+        end = int(np.searchsorted(ts, close, side="left"))
+        if start >= next_sample:
+            res.buffered.append((start, end - taken, policy.waiting))
+            next_sample = start + SAMPLE_EVERY_S
+        released: list[np.ndarray] = []
+        if end > taken:
+            segs, arr = seg_of[taken:end], ts[taken:end]
+            in_memory, _joined = _route(policy, pending, segs, arr, taken, p.tau)
+            released.append(arr[in_memory])
+        due = policy.probes_due()
+        if close >= run_end:  # the run's last step flushes every segment still waiting
+            due += [seg for seg in policy.drain() if seg not in due]
+        for seg in due:
+            released.append(np.concatenate(pending.pop(seg)))
+            nbytes = int(layout.segment_bytes[seg])
+            res.disk_bytes += nbytes
+            res.disk_reads += 1
+            res.probes += 1
+            ev = policy.probed(seg, nbytes)
+            if ev is not None:
+                res.admitted += 1
+                res.evicted += len(ev.evicted)
+        n_released = sum(len(a) for a in released)
+        step = costs.step_seconds(n_released) if n_released or end > taken else 0.0
+        if step and start >= next_apply:  # the coalesced MERGE pair beside this step
+            step += costs.apply_overlap_s
+            while next_apply <= start:
+                next_apply += costs.apply_interval_s
+        if released:
+            delays.add(start + step, np.concatenate(released))
+        res.busy_s += step + passes * costs.ingest_s
+        clock = start + step
+        if close >= run_end:
+            clock += costs.run_end_hold_s
+            res.busy_s += costs.run_end_hold_s
+            run_end += run_s
+        taken, cutoff = end, close
+    res.wall_clock_s = clock
+    res.arrived = len(ts)
+    res.final_backlog = len(ts) - taken + policy.waiting
+    delays.finish(res)
+    res.sustained = _sustained(res.buffered, p, wait_buffer=False)
     return res
 
 
@@ -320,6 +420,8 @@ def simulate(strategy: str, p: SimParams, trace: Trace | None = None, relation: 
 
     if strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if p.live is not None and strategy not in LIVE_STRATEGIES:
+        raise ValueError(f"{strategy} is not modelled on Spark (SimParams.live): only {', '.join(LIVE_STRATEGIES)}")
     trace = trace if trace is not None else Trace.generate(p)
     relation = relation if relation is not None else Relation.generate(p)
     t0 = time.perf_counter()

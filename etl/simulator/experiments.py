@@ -20,7 +20,7 @@ from typing import Callable
 
 from etl.core.config import EtlConfig
 from etl.core.sizing import wait_buffer_for
-from etl.simulator.engine import STRATEGIES, SimResult, simulate
+from etl.simulator.engine import LIVE_STRATEGIES, STRATEGIES, SimResult, simulate
 from etl.simulator.model import MB, SimParams
 from etl.simulator.workload import Relation, Trace
 
@@ -173,11 +173,13 @@ def etl_n_invoke(n_invoke: int, simulated_wait_tuples: int, memory_budget: int) 
 
 def recommend(p: SimParams, progress: Callable[[str], None] | None = None) -> dict:
     """Simulate every strategy (and the partitioned ones at several ``n_invoke``) on the user's
-    workload; recommend the lowest average delay among those that keep up with the rate."""
+    workload; recommend the lowest average delay among those that keep up with the rate. With
+    ``p.live`` (the loader's costs on Spark), only the partitioned joins: the others have no
+    model of their costs there."""
     relation = Relation.generate(p)
     trace = Trace.generate(p)
     candidates = []
-    for s in STRATEGIES:
+    for s in STRATEGIES if p.live is None else LIVE_STRATEGIES:
         choices = N_INVOKE_CHOICES if s.startswith("partitioned") else (p.n_invoke,)
         for n_invoke in choices:
             q = p.replace(n_invoke=n_invoke)

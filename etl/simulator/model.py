@@ -8,7 +8,9 @@ bytes, times seconds. Parameter names are the thesis's (and the ETL's): ``n_invo
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from etl.generator import SKEWS
 
@@ -70,6 +72,49 @@ class CpuModel:
 
 
 @dataclass(frozen=True)
+class LiveCosts:
+    """What the always-on loader (``etl stream``) pays on Spark and Delta, where the thesis's model
+    pays a disk: a step's cost is its write-ahead commit, fixed plus a share per update it
+    releases, whatever it probes (at full size the probes are a tenth of a step). Defaults: fitted
+    once (``benchmarks.live_costs``) on the recorded full-size run of 2026-12-04 (20 M keys,
+    1,000/s, 10-s windows, MERGEs every 60 s; docs/simulator.md "The loader on Spark"), not per
+    prediction.
+
+    - ``grace_s``, ``ingest_s``: a window's close to its step's start: ``stream_grace_seconds``,
+      then the last piece's ingest (paid for every window, in the loop);
+    - ``step_fixed_s``, ``per_update_s``: a step's decisions and write-ahead commit;
+    - ``apply_interval_s``, ``apply_overlap_s``: the coalesced MERGE pair runs beside the steps every
+      ``apply_interval_seconds``; on 2 cores it adds this much to the step it overlaps;
+    - ``run_end_hold_s``: after a run's flush, the last MERGE pair and the split hold the loop.
+    """
+
+    grace_s: float = 1.0
+    ingest_s: float = 1.94
+    step_fixed_s: float = 4.13
+    per_update_s: float = 0.145e-3
+    apply_interval_s: float = 60.0
+    apply_overlap_s: float = 12.5
+    run_end_hold_s: float = 60.0
+
+    def step_seconds(self, released: int) -> float:
+        return self.step_fixed_s + self.per_update_s * released
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "LiveCosts":
+        """Costs fitted on a user's own run: ``benchmarks.live_costs``' JSON (its ``costs``), or
+        those fields alone; the ones it leaves out keep their defaults."""
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise ValueError(f"--live-costs {path}: {exc}") from None
+        data = data.get("costs", data) if isinstance(data, dict) else data
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not isinstance(data, dict) or set(data) - names or not all(isinstance(v, (int, float)) and v >= 0 for v in data.values()):
+            raise ValueError(f"--live-costs {path}: expected non-negative numbers for some of {', '.join(sorted(names))}")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
 class SimParams:
     """Table 6.2 defaults (hybrid joins), plus the text's settings around it."""
 
@@ -103,6 +148,11 @@ class SimParams:
     seed: int = 7
     disk: DiskModel = DiskModel()
     cpu: CpuModel = CpuModel()
+    # The loader on Spark instead of the thesis's operator (partitioned joins only): windows of
+    # ``tick_s``, every update counted from the stream's start, each run of ``run_s`` (0: one run,
+    # the stream's) ending with a flush of the wait buffer, as ``etl stream`` ends a run.
+    live: LiveCosts | None = None
+    run_s: float = 0.0
 
     def __post_init__(self) -> None:
         checks = {
@@ -117,6 +167,7 @@ class SimParams:
             "tick_s": self.tick_s > 0,
             "n_bucket": self.n_bucket > 0,
             "max_wait_s": self.max_wait_s >= 0,
+            "run_s": self.run_s >= 0 and (self.live is not None or not self.run_s),
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:

@@ -217,3 +217,43 @@ def test_a_stream_overlapping_the_runs_on_record_is_refused_before_spark_starts(
     shutil.rmtree(tmp_path / "wh")
     with pytest.raises(AssertionError, match="Spark was started"):
         main(["stream", *roots])
+
+
+def test_simulate_live_is_checked_and_runs_the_loaders_model(capsys):
+    import json
+
+    base = ["simulate", "run", "--rate", "100", "--relation-mb", "8", "--memory-mb", "4", "--minutes", "2"]
+    assert main([*base, "--strategy", "meshjoin", "--live"]) == EXIT_CONFIG
+    assert "only partitioned-range and partitioned-hash" in capsys.readouterr().err
+    assert main([*base, "--strategy", "native", "--run-minutes", "1"]) == EXIT_CONFIG  # a setting of --live only
+    assert "--live" in capsys.readouterr().err
+    assert main([*base, "--strategy", "partitioned-range", "--live", "--micro-batch-seconds", "0"]) == EXIT_CONFIG
+    assert "--micro-batch-seconds > 0" in capsys.readouterr().err
+    assert main([*base, "--strategy", "partitioned-range", "--wait-buffer-tuples", "65536"]) == EXIT_CONFIG
+    assert "memory_budget" in capsys.readouterr().err  # 4 MB of wait buffer leaves no room in 4 MB
+    assert main([*base, "--strategy", "partitioned-range", "--live", "--run-minutes", "1", "--wait-buffer-tuples", "2000"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["processed"] == out["arrived"] == 12_000 and out["final_backlog"] == 0  # every update, flushed
+    assert 0 < out["busy_share"] < 1
+
+
+def test_simulate_live_takes_costs_fitted_on_the_users_own_run(capsys, tmp_path):
+    import json
+
+    base = ["simulate", "run", "--strategy", "partitioned-range", "--live", "--rate", "100", "--relation-mb", "8",
+            "--memory-mb", "4", "--minutes", "2", "--run-minutes", "1", "--wait-buffer-tuples", "2000"]
+    fitted = tmp_path / "costs.json"
+    runs = {}
+    for fixed in (1.0, 6.0):  # benchmarks.live_costs' shape: the costs, and what they were fitted on
+        fitted.write_text(json.dumps({"costs": {"step_fixed_s": fixed, "per_update_s": 0.0}, "fitted_on": {}}))
+        assert main([*base, "--live-costs", str(fitted)]) == 0
+        runs[fixed] = json.loads(capsys.readouterr().out)
+    assert runs[6.0]["avg_delay_s"] > runs[1.0]["avg_delay_s"] + 5.0  # the file's costs are the ones simulated
+    for bad in ('{"costs": {"step_fixed": 1}}', '{"costs": {"step_fixed_s": -1}}', "not json"):
+        fitted.write_text(bad)
+        assert main([*base, "--live-costs", str(fitted)]) == EXIT_CONFIG
+        assert "--live-costs" in capsys.readouterr().err
+    fitted.write_text('{"costs": {"step_fixed_s": 1.0}}')
+    without_live = [a for a in base if a != "--live"][:-4]  # nor --run-minutes
+    assert main([*without_live, "--live-costs", str(fitted)]) == EXIT_CONFIG
+    assert "settings of --live" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """The simulator on small workloads (seconds): it drives the ETL's own policy, conserves tuples,
 and shows the thesis's directions."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -8,9 +9,9 @@ import pytest
 
 from etl.core.config import EtlConfig
 from etl.core.sizing import wait_buffer_for
-from etl.simulator.engine import STRATEGIES, simulate
+from etl.simulator.engine import LIVE_STRATEGIES, STRATEGIES, simulate
 from etl.simulator.experiments import etl_n_invoke, recommend
-from etl.simulator.model import MB, SimParams
+from etl.simulator.model import MB, LiveCosts, SimParams
 from etl.simulator.workload import Relation, Trace
 
 SMALL = SimParams(rate=400.0, relation_bytes=24 * MB, memory_budget=8 * MB, duration_s=900.0, warmup_s=60.0,
@@ -135,3 +136,68 @@ def test_a_partitioned_recommendation_leaves_the_wait_buffer_to_the_etl(monkeypa
     assert rec["join_strategy"] == "partitioned-range" and "wait_buffer_tuples" not in rec
     assert rec["n_invoke"] == etl_n_invoke(3000, p.wait_buffer_tuples, rec["memory_budget"]) == 1_512
     EtlConfig(**rec)
+
+
+# ---------------------------------------------------------------- the loader on Spark (``live``)
+
+LIVE = SMALL.replace(duration_s=600.0, warmup_s=0.0, tick_s=10.0, live=LiveCosts(), run_s=300.0)
+
+
+@pytest.fixture(scope="module")
+def live_trace():
+    return Trace.generate(LIVE), Relation.generate(LIVE)
+
+
+@pytest.mark.parametrize("strategy", LIVE_STRATEGIES)
+def test_live_every_update_is_committed_by_its_runs_end_flush_at_the_latest(strategy, live_trace):
+    trace, relation = live_trace
+    res = simulate(strategy, LIVE, trace, relation)
+    assert res.arrived == res.processed == len(trace) and res.final_backlog == 0
+    # No update waits past its run's end: its grace, the last piece's ingest and the flush's step.
+    costs = LIVE.live
+    flush = costs.step_seconds(len(trace)) + costs.apply_overlap_s
+    assert res.p99_delay_s <= LIVE.run_s + costs.grace_s + costs.ingest_s + flush
+    assert res.probes > 0 and 0 < res.busy_s < res.wall_clock_s
+
+
+def test_live_shorter_runs_cut_the_tail_until_their_ends_hold_the_loop(live_trace):
+    trace, relation = live_trace
+    by_run = {run_s: simulate("partitioned-range", LIVE.replace(run_s=run_s), trace, relation) for run_s in (600.0, 300.0, 60.0)}
+    assert by_run[300.0].p99_delay_s < by_run[600.0].p99_delay_s  # flushed twice as often
+    assert by_run[300.0].probes > by_run[600.0].probes
+    # A minute's run spends most of it on its end (the last MERGE pair and the split): worse.
+    assert by_run[60.0].avg_delay_s > 2 * by_run[300.0].avg_delay_s
+    assert by_run[60.0].busy_s / by_run[60.0].wall_clock_s > 0.9
+
+
+def test_live_a_steps_fixed_cost_is_paid_by_every_update_it_releases(live_trace):
+    trace, relation = live_trace
+    free = LiveCosts(grace_s=0.0, ingest_s=0.0, step_fixed_s=0.0, per_update_s=0.0, apply_overlap_s=0.0, run_end_hold_s=0.0)
+    base = simulate("partitioned-range", LIVE.replace(live=free), trace, relation)
+    dearer = simulate("partitioned-range", LIVE.replace(live=dataclasses.replace(free, step_fixed_s=3.0)), trace, relation)
+    assert base.avg_delay_s >= LIVE.tick_s / 2  # half a window at least, with nothing to pay
+    assert dearer.avg_delay_s >= base.avg_delay_s + 3.0
+    assert base.sustained and dearer.sustained
+
+
+def test_live_a_loader_dearer_than_its_arrivals_falls_behind(live_trace):
+    trace, relation = live_trace
+    slow = simulate("partitioned-range", LIVE.replace(live=LiveCosts(per_update_s=4e-3)), trace, relation)
+    assert not slow.sustained and slow.busy_s > 0.95 * slow.wall_clock_s
+    assert slow.wall_clock_s > 1.5 * LIVE.duration_s  # 1.6 s of steps for every second of arrivals
+
+
+def test_live_is_refused_for_the_joins_it_does_not_model_and_runs_need_it(live_trace):
+    trace, relation = live_trace
+    for strategy in set(STRATEGIES) - set(LIVE_STRATEGIES):
+        with pytest.raises(ValueError, match="not modelled on Spark"):
+            simulate(strategy, LIVE, trace, relation)
+    with pytest.raises(ValueError, match="run_s"):
+        SMALL.replace(run_s=60.0)
+
+
+def test_a_live_recommendation_weighs_only_the_joins_modelled_on_spark():
+    rec = recommend(LIVE.replace(duration_s=120.0, run_s=60.0))
+    assert {c["strategy"] for c in rec["candidates"]} == set(LIVE_STRATEGIES)
+    assert rec["recommended"]["join_strategy"] in LIVE_STRATEGIES
+    EtlConfig(**rec["recommended"])

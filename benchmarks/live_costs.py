@@ -6,8 +6,8 @@ batches committed (U updates) in S s") and its ``<out>.passes.json`` (each pass'
         docs/results/flush_narrowed_full/narrowed.json.passes.json --grace-seconds 1
 
 - ``step_fixed_s`` and ``per_update_s``: a least-squares line through the load steps' seconds
-  against the updates they committed, over the steps no coalesced apply ran beside (neither the
-  run's empty first step nor a run's flush);
+  against the updates they committed, over the one-commit steps no coalesced apply ran beside
+  (neither the run's empty first step, nor a run's flush, nor a pass that caught up several);
 - ``apply_overlap_s``: what the steps an apply ran beside took above that line, on average;
 - ``ingest_s``: the median pass's ingest;
 - ``run_end_hold_s``: a run's flush step after its write-ahead commit (the last MERGE pair, the
@@ -33,11 +33,14 @@ COMMITTED = re.compile(r"batches committed \((\d+) updates\) in ([\d.]+) s")
 def fit(log_text: str, passes: list[dict], grace_s: float) -> dict:
     committed = [int(m.group(1)) for m in COMMITTED.finditer(log_text)]
     steps = [p for p in passes if "CommitProtocol.commit" in p]
-    if len(committed) != len(steps) or len(steps) < 4:
+    if len(committed) != len(steps):
         raise SystemExit(f"the log's {len(committed)} committed steps do not match the passes' {len(steps)} commits")
+    if len(steps) < 4:
+        raise SystemExit(f"{len(steps)} committed steps: too few to fit")
     flushes = [p for p in steps if "Loader._end_service" in p] or steps[-1:]  # a run's end: its flush, then the split
+    # A pass that committed several batches (the loop catching up) paid several fixed costs: left out.
     rows = [(u, p["Loader.load_ready"][0], any(k.endswith("(beside)") for k in p))
-            for u, p in zip(committed, steps) if not any(p is f for f in flushes)]
+            for u, p in zip(committed, steps) if not any(p is f for f in flushes) and p["CommitProtocol.commit"][3] == 1]
     alone = [(u, s) for u, s, beside in rows if not beside and u > 0]
     per_update, fixed = np.polyfit([u for u, _ in alone], [s for _, s in alone], 1)
     overlap = [s - (fixed + per_update * u) for u, s, beside in rows if beside]

@@ -105,15 +105,14 @@ class _Delays:
             res.p99_delay_s = float(np.percentile(allv, 99))
 
 
-def _sustained(samples: list[tuple[float, int, int]], p: SimParams, wait_buffer: bool = True) -> bool:
+def _sustained(samples: list[tuple[float, int, int]], p: SimParams) -> bool:
     """The backlog is not growing: its mean over the last quarter of the run exceeds that of the
     second quarter by less than 5% of what arrives in half the run (bursts come and go; a
-    saturated join accumulates a steady share of the arrivals). Without ``wait_buffer``: the input
-    only (a live run's wait buffer fills through each run by design, and its flush empties it)."""
+    saturated join accumulates a steady share of the arrivals)."""
     if not samples:
         return True
     t = np.array([s[0] for s in samples])
-    v = np.array([s[1] + (s[2] if wait_buffer else 0) for s in samples], dtype=float)
+    v = np.array([s[1] + s[2] for s in samples], dtype=float)
     q2 = v[(t >= p.duration_s * 0.25) & (t < p.duration_s * 0.5)]
     q4 = v[t >= p.duration_s * 0.75]
     if not len(q2) or not len(q4):
@@ -271,6 +270,7 @@ def _simulate_partitioned_live(p: SimParams, trace: Trace, relation: Relation, l
     grace = costs.grace_s
     clock, taken, cutoff, run_end = 0.0, 0, 0.0, run_s
     next_apply, next_sample = costs.apply_interval_s, 0.0
+    lags: list[tuple[float, float]] = []  # (a step's last window's close, its start after it)
     while cutoff < last_end:
         waiting_now = int(np.searchsorted(ts, max(clock - grace, cutoff + tick), side="left")) - taken
         close = min(cutoff + gran.next_batch_seconds(waiting_now) * tick, run_end)
@@ -282,8 +282,9 @@ def _simulate_partitioned_live(p: SimParams, trace: Trace, relation: Relation, l
         passes = max(1, math.floor((close - first_idle) / tick) + 1)  # windows read as they closed, the loop idle
         start = read_at + costs.ingest_s
         end = int(np.searchsorted(ts, close, side="left"))
-        if start >= next_sample:
-            res.buffered.append((start, end - taken, policy.waiting))
+        lags.append((close, start - close))
+        if start >= next_sample:  # the input not yet taken when the step starts: a loader behind piles it up
+            res.buffered.append((start, int(np.searchsorted(ts, start, side="right")) - taken, policy.waiting))
             next_sample = start + SAMPLE_EVERY_S
         released: list[np.ndarray] = []
         if end > taken:
@@ -304,8 +305,10 @@ def _simulate_partitioned_live(p: SimParams, trace: Trace, relation: Relation, l
                 res.admitted += 1
                 res.evicted += len(ev.evicted)
         n_released = sum(len(a) for a in released)
-        step = costs.step_seconds(n_released) if n_released or end > taken else 0.0
-        if step and start >= next_apply:  # the coalesced MERGE pair beside this step
+        stepped = bool(n_released or end > taken)
+        step = costs.step_seconds(n_released) if stepped else 0.0
+        ends_run = close >= run_end
+        if stepped and start >= next_apply and not ends_run:  # the coalesced MERGE pair beside this step
             step += costs.apply_overlap_s
             while next_apply <= start:
                 next_apply += costs.apply_interval_s
@@ -313,17 +316,32 @@ def _simulate_partitioned_live(p: SimParams, trace: Trace, relation: Relation, l
             delays.add(start + step, np.concatenate(released))
         res.busy_s += step + passes * costs.ingest_s
         clock = start + step
-        if close >= run_end:
+        if ends_run:  # the hold applies what is logged: the next apply is an interval after it
             clock += costs.run_end_hold_s
             res.busy_s += costs.run_end_hold_s
             run_end += run_s
+            next_apply = clock + costs.apply_interval_s
         taken, cutoff = end, close
     res.wall_clock_s = clock
     res.arrived = len(ts)
     res.final_backlog = len(ts) - taken + policy.waiting
     delays.finish(res)
-    res.sustained = _sustained(res.buffered, p, wait_buffer=False)
+    res.sustained = _keeps_up(lags, p)
     return res
+
+
+def _keeps_up(lags: list[tuple[float, float]], p: SimParams) -> bool:
+    """A live loader keeps up when the steps of the stream's last quarter start no later after
+    their windows close than those of its second quarter did (medians: a run's end holds the
+    next step once a run), give or take a twentieth of the stream; one falling behind starts
+    each step later than the last."""
+    d = p.duration_s
+
+    def median(lo: float, hi: float) -> float:
+        part = [lag for close, lag in lags if lo * d < close <= hi * d]
+        return float(np.median(part)) if part else 0.0
+
+    return median(0.75, 1.0) - median(0.25, 0.5) < 0.05 * d
 
 
 def simulate_meshjoin(p: SimParams, trace: Trace, relation: Relation, layout: Layout) -> SimResult:

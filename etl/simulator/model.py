@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,6 +97,14 @@ class LiveCosts:
     apply_overlap_s: float = 12.5
     run_end_hold_s: float = 60.0
 
+    def __post_init__(self) -> None:
+        bad = [f.name for f in dataclasses.fields(self)
+               if isinstance(getattr(self, f.name), bool) or not math.isfinite(getattr(self, f.name)) or getattr(self, f.name) < 0]
+        if self.apply_interval_s <= 0 and "apply_interval_s" not in bad:
+            bad.append("apply_interval_s")
+        if bad:
+            raise ValueError(f"invalid live costs (finite seconds >= 0; an apply interval > 0): {', '.join(bad)}")
+
     def step_seconds(self, released: int) -> float:
         return self.step_fixed_s + self.per_update_s * released
 
@@ -109,9 +118,13 @@ class LiveCosts:
             raise ValueError(f"--live-costs {path}: {exc}") from None
         data = data.get("costs", data) if isinstance(data, dict) else data
         names = {f.name for f in dataclasses.fields(cls)}
-        if not isinstance(data, dict) or set(data) - names or not all(isinstance(v, (int, float)) and v >= 0 for v in data.values()):
-            raise ValueError(f"--live-costs {path}: expected non-negative numbers for some of {', '.join(sorted(names))}")
-        return cls(**data)
+        if not isinstance(data, dict) or set(data) - names or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in data.values()):
+            raise ValueError(f"--live-costs {path}: expected numbers for some of {', '.join(sorted(names))}")
+        try:
+            return cls(**data)
+        except ValueError as exc:
+            raise ValueError(f"--live-costs {path}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -167,7 +180,8 @@ class SimParams:
             "tick_s": self.tick_s > 0,
             "n_bucket": self.n_bucket > 0,
             "max_wait_s": self.max_wait_s >= 0,
-            "run_s": self.run_s >= 0 and (self.live is not None or not self.run_s),
+            "run_s": self.run_s >= 0 and (self.live is not None or not self.run_s)
+            and (not self.run_s or abs(self.run_s / self.tick_s - round(self.run_s / self.tick_s)) < 1e-9),
         }
         bad = [k for k, ok in checks.items() if not ok]
         if bad:

@@ -37,10 +37,11 @@ def fit(log_text: str, passes: list[dict], grace_s: float) -> dict:
         raise SystemExit(f"the log's {len(committed)} committed steps do not match the passes' {len(steps)} commits")
     if len(steps) < 4:
         raise SystemExit(f"{len(steps)} committed steps: too few to fit")
-    flushes = [p for p in steps if "Loader._end_service" in p] or steps[-1:]  # a run's end: its flush, then the split
+    ends = [i for i, p in enumerate(steps) if "Loader._end_service" in p] or [len(steps) - 1]  # a run's end: its flush, then the split
+    flushes = [steps[i] for i in ends]
     # A pass that committed several batches (the loop catching up) paid several fixed costs: left out.
     rows = [(u, p["Loader.load_ready"][0], any(k.endswith("(beside)") for k in p))
-            for u, p in zip(committed, steps) if not any(p is f for f in flushes) and p["CommitProtocol.commit"][3] == 1]
+            for i, (u, p) in enumerate(zip(committed, steps)) if i not in ends and p["CommitProtocol.commit"][3] == 1]
     alone = [(u, s) for u, s, beside in rows if not beside and u > 0]
     per_update, fixed = np.polyfit([u for u, _ in alone], [s for _, s in alone], 1)
     overlap = [s - (fixed + per_update * u) for u, s, beside in rows if beside]
@@ -57,7 +58,7 @@ def fit(log_text: str, passes: list[dict], grace_s: float) -> dict:
         },
         "fitted_on": {
             "steps_alone": len(alone), "steps_beside_an_apply": len(overlap), "passes": len(passes),
-            "flushes": len(flushes), "flush_updates": [u for u, p in zip(committed, steps) if any(p is f for f in flushes)],
+            "flushes": len(flushes), "flush_updates": [committed[i] for i in ends],
             "residual_s_alone": round(float(np.sqrt(np.mean([(s - fixed - per_update * u) ** 2 for u, s in alone]))), 2),
         },
     }

@@ -291,8 +291,9 @@ def _simulate_partitioned_live(p: SimParams, trace: Trace, relation: Relation, l
             segs, arr = seg_of[taken:end], ts[taken:end]
             in_memory, _joined = _route(policy, pending, segs, arr, taken, p.tau)
             released.append(arr[in_memory])
+        ends_run = close >= run_end
         due = policy.probes_due()
-        if close >= run_end:  # the run's last step flushes every segment still waiting
+        if ends_run:  # the run's last step flushes every segment still waiting
             due += [seg for seg in policy.drain() if seg not in due]
         for seg in due:
             released.append(np.concatenate(pending.pop(seg)))
@@ -307,7 +308,6 @@ def _simulate_partitioned_live(p: SimParams, trace: Trace, relation: Relation, l
         n_released = sum(len(a) for a in released)
         stepped = bool(n_released or end > taken)
         step = costs.step_seconds(n_released) if stepped else 0.0
-        ends_run = close >= run_end
         if stepped and start >= next_apply and not ends_run:  # the coalesced MERGE pair beside this step
             step += costs.apply_overlap_s
             while next_apply <= start:

@@ -98,9 +98,11 @@ class LiveCosts:
     run_end_hold_s: float = 60.0
 
     def __post_init__(self) -> None:
-        bad = [f.name for f in dataclasses.fields(self)
-               if isinstance(getattr(self, f.name), bool) or not math.isfinite(getattr(self, f.name)) or getattr(self, f.name) < 0]
-        if self.apply_interval_s <= 0 and "apply_interval_s" not in bad:
+        def seconds(v) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+
+        bad = [f.name for f in dataclasses.fields(self) if not seconds(getattr(self, f.name))]
+        if "apply_interval_s" not in bad and self.apply_interval_s <= 0:
             bad.append("apply_interval_s")
         if bad:
             raise ValueError(f"invalid live costs (finite seconds >= 0; an apply interval > 0): {', '.join(bad)}")
@@ -118,8 +120,7 @@ class LiveCosts:
             raise ValueError(f"--live-costs {path}: {exc}") from None
         data = data.get("costs", data) if isinstance(data, dict) else data
         names = {f.name for f in dataclasses.fields(cls)}
-        if not isinstance(data, dict) or set(data) - names or not all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) for v in data.values()):
+        if not isinstance(data, dict) or set(data) - names:
             raise ValueError(f"--live-costs {path}: expected numbers for some of {', '.join(sorted(names))}")
         try:
             return cls(**data)

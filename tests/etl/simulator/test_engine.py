@@ -141,6 +141,7 @@ def test_a_partitioned_recommendation_leaves_the_wait_buffer_to_the_etl(monkeypa
 # ---------------------------------------------------------------- the loader on Spark (``live``)
 
 LIVE = SMALL.replace(duration_s=600.0, warmup_s=0.0, tick_s=10.0, live=LiveCosts(), run_s=300.0)
+FREE = LiveCosts(grace_s=0.0, ingest_s=0.0, step_fixed_s=0.0, per_update_s=0.0, apply_overlap_s=0.0, run_end_hold_s=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -175,9 +176,6 @@ def test_live_with_nothing_to_pay_an_update_waits_for_its_window_and_the_loader_
     base = simulate("partitioned-range", LIVE.replace(live=FREE), trace, relation)
     assert base.avg_delay_s >= LIVE.tick_s / 2  # half a window at least
     assert base.sustained and simulate("partitioned-range", LIVE, trace, relation).sustained
-
-
-FREE = LiveCosts(grace_s=0.0, ingest_s=0.0, step_fixed_s=0.0, per_update_s=0.0, apply_overlap_s=0.0, run_end_hold_s=0.0)
 
 
 @pytest.mark.parametrize("cost", ["grace_s", "ingest_s", "step_fixed_s"])

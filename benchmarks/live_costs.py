@@ -8,6 +8,10 @@ batches committed (U updates) in S s") and its ``<out>.passes.json`` (each pass'
 - ``step_fixed_s`` and ``per_update_s``: a least-squares line through the load steps' seconds
   against the updates they committed, over the one-commit steps no coalesced apply ran beside
   (neither the run's empty first step, nor a run's flush, nor a pass that caught up several);
+- ``per_probe_s``, given the run's ledger (``--ledger``: the benchmark's ``<out>.ledger.json``,
+  each batch's ``segments_probed``): a third term of that fit, the seconds per segment a step
+  probes; without a ledger, or where it comes out negative (too few probes in the steps to tell
+  it from noise), left out of the output, so that ``--live-costs`` keeps the default's;
 - ``apply_overlap_s``: what the steps an apply ran beside took above that line, on average;
 - ``ingest_s``: the median pass's ingest;
 - ``run_end_hold_s``: a run's flush step after its write-ahead commit (the last MERGE pair, the
@@ -27,24 +31,40 @@ from pathlib import Path
 
 import numpy as np
 
-COMMITTED = re.compile(r"batches committed \((\d+) updates\) in ([\d.]+) s")
+COMMITTED = re.compile(r"(\d+) batches committed \((\d+) updates\) in ([\d.]+) s")
 
 
-def fit(log_text: str, passes: list[dict], grace_s: float) -> dict:
-    committed = [int(m.group(1)) for m in COMMITTED.finditer(log_text)]
+def probes_per_step(batches_per_step: list[int], ledger: list[dict]) -> list[int]:
+    """Each committed step's probed segments: its batches are the ledger's next ones in
+    ``batch_seq`` order (the seed's row, which has no probes, left out)."""
+    rows = sorted((r for r in ledger if r.get("segments_probed") is not None), key=lambda r: r["batch_seq"])
+    if sum(batches_per_step) != len(rows):
+        raise SystemExit(f"the log's steps committed {sum(batches_per_step)} batches, the ledger holds {len(rows)}")
+    out, at = [], 0
+    for n in batches_per_step:
+        out.append(sum(int(r["segments_probed"]) for r in rows[at:at + n]))
+        at += n
+    return out
+
+
+def fit(log_text: str, passes: list[dict], grace_s: float, ledger: list[dict] | None = None) -> dict:
+    matches = list(COMMITTED.finditer(log_text))
+    committed = [int(m.group(2)) for m in matches]
     steps = [p for p in passes if "CommitProtocol.commit" in p]
     if len(committed) != len(steps):
         raise SystemExit(f"the log's {len(committed)} committed steps do not match the passes' {len(steps)} commits")
     if len(steps) < 4:
         raise SystemExit(f"{len(steps)} committed steps: too few to fit")
+    probes = probes_per_step([int(m.group(1)) for m in matches], ledger) if ledger is not None else [0] * len(steps)
     ends = [i for i, p in enumerate(steps) if "Loader._end_service" in p] or [len(steps) - 1]  # a run's end: its flush, then the split
     flushes = [steps[i] for i in ends]
     # A pass that committed several batches (the loop catching up) paid several fixed costs: left out.
-    rows = [(u, p["Loader.load_ready"][0], any(k.endswith("(beside)") for k in p))
-            for i, (u, p) in enumerate(zip(committed, steps)) if i not in ends and p["CommitProtocol.commit"][3] == 1]
-    alone = [(u, s) for u, s, beside in rows if not beside and u > 0]
-    per_update, fixed = np.polyfit([u for u, _ in alone], [s for _, s in alone], 1)
-    overlap = [s - (fixed + per_update * u) for u, s, beside in rows if beside]
+    rows = [(u, g, p["Loader.load_ready"][0], any(k.endswith("(beside)") for k in p))
+            for i, (u, g, p) in enumerate(zip(committed, probes, steps)) if i not in ends and p["CommitProtocol.commit"][3] == 1]
+    alone = [(u, g, s) for u, g, s, beside in rows if not beside and u > 0]
+    fixed, per_update, per_probe = _least_squares(alone, with_probes=ledger is not None)
+    line = lambda u, g: fixed + per_update * u + (per_probe or 0.0) * g  # noqa: E731
+    overlap = [s - line(u, g) for u, g, s, beside in rows if beside]
     ingest = [p["ingest_pieces"][0] for p in passes if "ingest_pieces" in p]
     holds = [f["Loader.load_ready"][0] - f["CommitProtocol.commit"][0] for f in flushes]
     return {
@@ -55,13 +75,36 @@ def fit(log_text: str, passes: list[dict], grace_s: float) -> dict:
             "per_update_s": float(f"{per_update:.3g}"),
             "apply_overlap_s": round(statistics.mean(overlap), 1) if overlap else 0.0,
             "run_end_hold_s": round(statistics.mean(holds), 1),
-        },
+        } | ({"per_probe_s": float(f"{per_probe:.3g}")} if per_probe is not None else {}),
         "fitted_on": {
             "steps_alone": len(alone), "steps_beside_an_apply": len(overlap), "passes": len(passes),
             "flushes": len(flushes), "flush_updates": [committed[i] for i in ends],
-            "residual_s_alone": round(float(np.sqrt(np.mean([(s - fixed - per_update * u) ** 2 for u, s in alone]))), 2),
+            "residual_s_alone": round(float(np.sqrt(np.mean([(s - line(u, g)) ** 2 for u, g, s in alone]))), 2),
+            "probes_in_steps_alone": sum(g for _, g, _ in alone) if ledger is not None else None,
         },
     }
+
+
+def _least_squares(alone: list[tuple[int, int, float]], with_probes: bool) -> tuple[float, float, float | None]:
+    """seconds = fixed + per_update x updates (+ per_probe x probes): least squares, the probe
+    term dropped (None) when it comes out negative or no step probed."""
+    y = np.array([s for _, _, s in alone])
+    if with_probes and any(g for _, g, _ in alone):
+        coef, *_ = np.linalg.lstsq(np.array([[1.0, u, g] for u, g, _ in alone]), y, rcond=None)
+        if coef[2] >= 0:
+            return float(coef[0]), float(coef[1]), float(coef[2])
+    per_update, fixed = np.polyfit([u for u, _, _ in alone], y, 1)
+    return float(fixed), float(per_update), None
+
+
+def ledger_of(data) -> list[dict]:
+    """The batches of a ledger file: the benchmark's ``{mode: rows}`` with one mode, or
+    ``{"rows": rows}``."""
+    if isinstance(data, dict) and isinstance(data.get("rows"), list):
+        return data["rows"]
+    if isinstance(data, dict) and len(data) == 1 and isinstance(next(iter(data.values())), list):
+        return next(iter(data.values()))
+    raise SystemExit("--ledger: expected the benchmark's <out>.ledger.json of one mode, or {\"rows\": [...]}")
 
 
 def main() -> None:
@@ -69,9 +112,11 @@ def main() -> None:
     ap.add_argument("log", type=Path, help="the run's output (stdout and stderr)")
     ap.add_argument("passes", type=Path, help="its <out>.passes.json")
     ap.add_argument("--grace-seconds", type=float, default=1.0, help="the run's stream_grace_seconds")
+    ap.add_argument("--ledger", type=Path, help="its <out>.ledger.json (one mode's), to fit per_probe_s")
     args = ap.parse_args()
     passes = json.loads(args.passes.read_text())["passes"]
-    json.dump(fit(args.log.read_text(errors="replace"), passes, args.grace_seconds), sys.stdout, indent=2)
+    ledger = ledger_of(json.loads(args.ledger.read_text())) if args.ledger else None
+    json.dump(fit(args.log.read_text(errors="replace"), passes, args.grace_seconds, ledger), sys.stdout, indent=2)
     print()
 
 

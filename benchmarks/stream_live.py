@@ -109,6 +109,21 @@ def delays(spark, cfg: EtlConfig) -> dict:
             "visible_delay_avg_s": row[4], "visible_delay_p99_s": row[5], "visible_updates": int(row[6])}
 
 
+LEDGER_COLUMNS = ("batch_seq", "run_key", "batch_index", "updates_in", "batch_started_at", "committed_at", "duration_s",
+                  "segments_probed", "segments_admitted", "segments_evicted", "keymap_bytes_read", "resident_bytes",
+                  "wait_buffer_tuples", "delay_avg_s", "delay_p99_s")
+
+
+def ledger_rows(spark, cfg: EtlConfig) -> list[dict]:
+    """The mode's batches as its ledger has them (per batch its probes, its wait buffer, when it
+    started and committed): kept beside the results, since the mode's warehouse is removed at the
+    end, for fits that need a step's probes beside its seconds (``benchmarks.live_costs``)."""
+    ledger = read(spark, cfg, "batch_ledger").where("strategy != 'seed'")
+    columns = [c for c in LEDGER_COLUMNS if c in ledger.columns]
+    return [{k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in r.asDict().items()}
+            for r in ledger.select(*columns).orderBy("batch_seq").collect()]
+
+
 def unloaded(spark, cfg: EtlConfig, landing: Path | None, stopped_at: datetime) -> dict:
     """The offered updates without an outcome when a mode was stopped at its deadline: ingested and
     waiting, or in landing files not ingested yet (``landing``; on Kafka, those ingested only). Each has waited at least from its arrival to the
@@ -350,7 +365,7 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
         measured["delay_avg_s_all_at_least"] = total / max(measured["updates"] + left["updates"], 1)
         measured["unloaded_at_stop"] = left["updates"]
     return {"mode": mode, "batches": sum(b[3] for _, b in pieces), "jobs_per_batch": per(0),
-            "commits_per_batch": per(1), "seconds_per_batch": per(2), **measured,
+            "commits_per_batch": per(1), "seconds_per_batch": per(2), **measured, "ledger": ledger_rows(spark, cfg),
             "offered": offered, "stopped_at_deadline": stopped,
             "settings": {k: getattr(cfg, k) for k in ("micro_batch_seconds", "piece_seconds", "apply_interval_seconds",
                                                       "memory_budget", "wait_buffer_tuples",
@@ -404,8 +419,11 @@ def main() -> None:
     spark = build_spark_session(base, app_name="bench-stream-live", master="local[2]")
     try:
         rows = []
+        ledgers = {}  # beside the results: <out>.ledger.json, per mode its batches (``ledger_rows``)
         for mode in args.modes.split(","):
             row = run_mode(spark, base, work, mode, args)
+            if "ledger" in row:
+                ledgers[mode] = row.pop("ledger")
             print(json.dumps(row), flush=True)
             rows.append(row)
         options = " ".join(f"--{k.replace('_', '-')}" + ("" if v is True else f" {v}") for k, v in vars(args).items()
@@ -414,6 +432,8 @@ def main() -> None:
                   "stream": stream_of(args, datetime.now(timezone.utc)).described(), "runs": rows}
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+        if ledgers:
+            Path(args.out + ".ledger.json").write_text(json.dumps(ledgers, indent=1) + "\n")
     finally:
         spark.stop()
         if broker is not None:

@@ -178,7 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="wait bound of the partitioned join, seconds (default 0: none, as in the thesis)")
         p.add_argument("--minutes", type=float, default=20.0, help="simulated minutes (default 20)")
         p.add_argument("--seed", type=int, default=7)
-        p.add_argument("--wait-buffer-tuples", type=int, default=0,
+        p.add_argument("--wait-buffer-tuples", type=int, default=None,
                        help="the partitioned join's wait buffer, in updates (default: Table 6.2's 4 MB of 64-byte tuples)")
         p.add_argument("--live", action="store_true",
                        help="the partitioned joins as etl stream runs them on Spark (its measured per-step costs, "
@@ -219,9 +219,9 @@ def _simulate(args: argparse.Namespace) -> int:
             warmup_s=min(360.0, args.minutes * 60 / 8),
             seed=args.seed,
         )
-        if args.wait_buffer_tuples < 0:
-            raise ValueError("--wait-buffer-tuples: expected a number of updates >= 0")
-        if args.wait_buffer_tuples:
+        if args.wait_buffer_tuples is not None:
+            if args.wait_buffer_tuples <= 0:  # the partitioned join holds every tuple it cannot join yet there
+                raise ValueError("--wait-buffer-tuples: expected a number of updates > 0 (leave it out for Table 6.2's)")
             fields["wait_buffer_bytes"] = args.wait_buffer_tuples * SimParams.s_bytes
         if not args.live and (args.micro_batch_seconds is not None or args.run_minutes is not None or args.live_costs):
             raise ValueError("--micro-batch-seconds, --run-minutes and --live-costs are settings of --live")

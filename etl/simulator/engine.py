@@ -307,7 +307,7 @@ def _simulate_partitioned_live(p: SimParams, trace: Trace, relation: Relation, l
                 res.evicted += len(ev.evicted)
         n_released = sum(len(a) for a in released)
         stepped = bool(n_released or end > taken)
-        step = costs.step_seconds(n_released) if stepped else 0.0
+        step = costs.step_seconds(n_released, len(due)) if stepped else 0.0
         if stepped and start >= next_apply and not ends_run:  # the coalesced MERGE pair beside this step
             step += costs.apply_overlap_s
             while next_apply <= start:

@@ -76,14 +76,17 @@ class CpuModel:
 class LiveCosts:
     """What the always-on loader (``etl stream``) pays on Spark and Delta, where the thesis's model
     pays a disk: a step's cost is its write-ahead commit, fixed plus a share per update it
-    releases, whatever it probes (at full size the probes are a tenth of a step). Defaults: fitted
-    once (``benchmarks.live_costs``) on the recorded full-size run of 2026-12-04 (20 M keys,
-    1,000/s, 10-s windows, MERGEs every 60 s; docs/simulator.md "The loader on Spark"), not per
-    prediction.
+    releases and per segment it probes. Defaults: fitted once (``benchmarks.live_costs``) on the
+    recorded full-size run of 2026-12-04 (20 M keys, 1,000/s, 10-s windows, MERGEs every 60 s;
+    docs/simulator.md "The loader on Spark"), the probe's share on the wait bound's run of
+    2026-12-05 with its ledger (docs/results/wait_bound_probes), not per prediction.
 
     - ``grace_s``, ``ingest_s``: a window's close to its step's start: ``stream_grace_seconds``,
       then the last piece's ingest (paid for every window, in the loop);
     - ``step_fixed_s``, ``per_update_s``: a step's decisions and write-ahead commit;
+    - ``per_probe_s``: what a step pays per segment it probes (the read of the segment, joined
+      with its pending tuples by the step's commit); the first run's steps probed almost only at
+      its flush, so this share comes from a run whose wait bound probes in every step;
     - ``apply_interval_s``, ``apply_overlap_s``: the coalesced MERGE pair runs beside the steps every
       ``apply_interval_seconds``; on 2 cores it adds this much to the step it overlaps;
     - ``run_end_hold_s``: after a run's flush, the last MERGE pair and the split hold the loop.
@@ -93,6 +96,7 @@ class LiveCosts:
     ingest_s: float = 1.94
     step_fixed_s: float = 4.13
     per_update_s: float = 0.145e-3
+    per_probe_s: float = 0.0378
     apply_interval_s: float = 60.0
     apply_overlap_s: float = 12.5
     run_end_hold_s: float = 60.0
@@ -107,8 +111,8 @@ class LiveCosts:
         if bad:
             raise ValueError(f"invalid live costs (finite seconds >= 0; an apply interval > 0): {', '.join(bad)}")
 
-    def step_seconds(self, released: int) -> float:
-        return self.step_fixed_s + self.per_update_s * released
+    def step_seconds(self, released: int, probed: int = 0) -> float:
+        return self.step_fixed_s + self.per_update_s * released + self.per_probe_s * probed
 
     @classmethod
     def from_file(cls, path: str | Path) -> "LiveCosts":
@@ -185,6 +189,10 @@ class SimParams:
             and (not self.run_s or abs(self.run_s / self.tick_s - round(self.run_s / self.tick_s)) < 1e-9),
         }
         bad = [k for k, ok in checks.items() if not ok]
+        if "memory_budget" in bad:  # what it must hold, so that a user sees which part to change
+            bad[bad.index("memory_budget")] = (
+                f"memory_budget ({self.memory_budget / MB:.2f} MB must exceed the wait buffer's "
+                f"{self.wait_buffer_bytes / MB:.2f} MB plus two read buffers of theta, {2 * self.theta / MB:.2f} MB)")
         if bad:
             raise ValueError(f"invalid simulator parameters: {', '.join(bad)}")
 

@@ -230,7 +230,10 @@ def test_simulate_live_is_checked_and_runs_the_loaders_model(capsys):
     assert main([*base, "--strategy", "partitioned-range", "--live", "--micro-batch-seconds", "0"]) == EXIT_CONFIG
     assert "--micro-batch-seconds > 0" in capsys.readouterr().err
     assert main([*base, "--strategy", "partitioned-range", "--wait-buffer-tuples", "65536"]) == EXIT_CONFIG
-    assert "memory_budget" in capsys.readouterr().err  # 4 MB of wait buffer leaves no room in 4 MB
+    err = capsys.readouterr().err  # 4 MB of wait buffer leaves no room in 4 MB: the message says so
+    assert "memory_budget (4.00 MB must exceed the wait buffer's 4.00 MB" in err, err
+    assert main([*base, "--strategy", "partitioned-range", "--wait-buffer-tuples", "0"]) == EXIT_CONFIG  # not "the default"
+    assert "--wait-buffer-tuples: expected a number of updates > 0" in capsys.readouterr().err
     assert main([*base, "--strategy", "partitioned-range", "--live", "--run-minutes", "1", "--wait-buffer-tuples", "2000"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["processed"] == out["arrived"] == 12_000 and out["final_backlog"] == 0  # every update, flushed

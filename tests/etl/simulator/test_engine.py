@@ -141,7 +141,8 @@ def test_a_partitioned_recommendation_leaves_the_wait_buffer_to_the_etl(monkeypa
 # ---------------------------------------------------------------- the loader on Spark (``live``)
 
 LIVE = SMALL.replace(duration_s=600.0, warmup_s=0.0, tick_s=10.0, live=LiveCosts(), run_s=300.0)
-FREE = LiveCosts(grace_s=0.0, ingest_s=0.0, step_fixed_s=0.0, per_update_s=0.0, apply_overlap_s=0.0, run_end_hold_s=0.0)
+FREE = LiveCosts(grace_s=0.0, ingest_s=0.0, step_fixed_s=0.0, per_update_s=0.0, apply_overlap_s=0.0, run_end_hold_s=0.0,
+                per_probe_s=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -189,8 +190,8 @@ def test_live_a_wait_before_or_in_every_step_adds_itself_to_every_updates_delay(
 def test_live_an_apply_beside_and_a_runs_end_hold_slow_the_steps_after_them(live_trace):
     trace, relation = live_trace
     base = simulate("partitioned-range", LIVE.replace(live=FREE), trace, relation)
-    for cost in ("apply_overlap_s", "run_end_hold_s", "per_update_s"):
-        value = {"per_update_s": 1e-4, "run_end_hold_s": 60.0}.get(cost, 20.0)  # a hold longer than a block of windows
+    for cost in ("apply_overlap_s", "run_end_hold_s", "per_update_s", "per_probe_s"):
+        value = {"per_update_s": 1e-4, "run_end_hold_s": 60.0, "per_probe_s": 0.5}.get(cost, 20.0)  # a hold longer than a block of windows
         dearer = simulate("partitioned-range", LIVE.replace(live=dataclasses.replace(FREE, **{cost: value})), trace, relation)
         assert dearer.avg_delay_s > base.avg_delay_s + 0.5, cost
 
@@ -222,3 +223,19 @@ def test_a_live_recommendation_weighs_only_the_joins_modelled_on_spark():
     assert {c["strategy"] for c in rec["candidates"]} == set(LIVE_STRATEGIES)
     assert rec["recommended"]["join_strategy"] in LIVE_STRATEGIES
     EtlConfig(**rec["recommended"])
+
+
+def test_live_a_wait_bound_pays_for_its_probes_and_with_dear_probes_costs_more_than_it_saves(live_trace):
+    """The wait bound probes many more segments within a run; with a cost per probe (as a step's
+    commit computing the probes' join pays on Spark) its steps lengthen, and once a probe costs
+    enough the loader that bounds the wait delays more than the one that does not."""
+    trace, relation = live_trace
+    cheap = LIVE.replace(live=dataclasses.replace(LIVE.live, per_probe_s=0.0))
+    bound = cheap.replace(max_wait_s=30.0)
+    free = simulate("partitioned-range", bound, trace, relation)
+    unbounded = simulate("partitioned-range", cheap, trace, relation)
+    assert free.probes > unbounded.probes and free.avg_delay_s < unbounded.avg_delay_s  # probes free: the bound helps
+    dear = dataclasses.replace(LIVE.live, per_probe_s=1.0)
+    slowed = simulate("partitioned-range", bound.replace(live=dear), trace, relation)
+    assert slowed.busy_s > free.busy_s + 0.5 * free.probes
+    assert slowed.avg_delay_s > simulate("partitioned-range", LIVE.replace(live=dear), trace, relation).avg_delay_s

@@ -34,15 +34,24 @@ import numpy as np
 COMMITTED = re.compile(r"(\d+) batches committed \((\d+) updates\) in ([\d.]+) s")
 
 
-def probes_per_step(batches_per_step: list[int], ledger: list[dict]) -> list[int]:
-    """Each committed step's probed segments: its batches are the ledger's next ones in
-    ``batch_seq`` order (the seed's row, which has no probes, left out)."""
+def probes_per_step(steps: list[tuple[int, int]], ledger: list[dict]) -> list[int]:
+    """Each committed step's probed segments. ``steps``: (batches, updates) as the log has them; a
+    step's batches are the ledger's next ones in ``batch_seq`` order, and their ``updates_in`` must
+    add up to the step's updates, so that a ledger of another run cannot be fitted by accident
+    (the seed's row of an older ledger, which has no probes, left out)."""
+    if any("batch_seq" not in r or "updates_in" not in r for r in ledger):
+        raise SystemExit("--ledger: every row needs batch_seq, updates_in and segments_probed")
     rows = sorted((r for r in ledger if r.get("segments_probed") is not None), key=lambda r: r["batch_seq"])
-    if sum(batches_per_step) != len(rows):
-        raise SystemExit(f"the log's steps committed {sum(batches_per_step)} batches, the ledger holds {len(rows)}")
+    if sum(n for n, _ in steps) != len(rows):
+        raise SystemExit(f"the log's steps committed {sum(n for n, _ in steps)} batches, "
+                         f"the ledger holds {len(rows)} with segments_probed")
     out, at = [], 0
-    for n in batches_per_step:
-        out.append(sum(int(r["segments_probed"]) for r in rows[at:at + n]))
+    for i, (n, updates) in enumerate(steps):
+        mine = rows[at:at + n]
+        if sum(int(r["updates_in"]) for r in mine) != updates:
+            raise SystemExit(f"the log's step {i + 1} committed {updates} updates, the ledger's batches "
+                             f"{mine[0]['batch_seq']}-{mine[-1]['batch_seq']} hold {sum(int(r['updates_in']) for r in mine)}")
+        out.append(sum(int(r["segments_probed"]) for r in mine))
         at += n
     return out
 
@@ -55,15 +64,19 @@ def fit(log_text: str, passes: list[dict], grace_s: float, ledger: list[dict] | 
         raise SystemExit(f"the log's {len(committed)} committed steps do not match the passes' {len(steps)} commits")
     if len(steps) < 4:
         raise SystemExit(f"{len(steps)} committed steps: too few to fit")
-    probes = probes_per_step([int(m.group(1)) for m in matches], ledger) if ledger is not None else [0] * len(steps)
+    probes = (probes_per_step([(int(m.group(1)), int(m.group(2))) for m in matches], ledger)
+              if ledger is not None else [0] * len(steps))
     ends = [i for i, p in enumerate(steps) if "Loader._end_service" in p] or [len(steps) - 1]  # a run's end: its flush, then the split
     flushes = [steps[i] for i in ends]
     # A pass that committed several batches (the loop catching up) paid several fixed costs: left out.
     rows = [(u, g, p["Loader.load_ready"][0], any(k.endswith("(beside)") for k in p))
             for i, (u, g, p) in enumerate(zip(committed, probes, steps)) if i not in ends and p["CommitProtocol.commit"][3] == 1]
     alone = [(u, g, s) for u, g, s, beside in rows if not beside and u > 0]
-    fixed, per_update, per_probe = _least_squares(alone, with_probes=ledger is not None)
-    line = lambda u, g: fixed + per_update * u + (per_probe or 0.0) * g  # noqa: E731
+    fixed, per_update, per_probe, probe_left_out = _least_squares(alone, with_probes=ledger is not None)
+
+    def line(u: int, g: int) -> float:
+        return fixed + per_update * u + (per_probe or 0.0) * g
+
     overlap = [s - line(u, g) for u, g, s, beside in rows if beside]
     ingest = [p["ingest_pieces"][0] for p in passes if "ingest_pieces" in p]
     holds = [f["Loader.load_ready"][0] - f["CommitProtocol.commit"][0] for f in flushes]
@@ -81,20 +94,28 @@ def fit(log_text: str, passes: list[dict], grace_s: float, ledger: list[dict] | 
             "flushes": len(flushes), "flush_updates": [committed[i] for i in ends],
             "residual_s_alone": round(float(np.sqrt(np.mean([(s - line(u, g)) ** 2 for u, g, s in alone]))), 2),
             "probes_in_steps_alone": sum(g for _, g, _ in alone) if ledger is not None else None,
-        },
+        } | ({"per_probe_s_left_out": probe_left_out} if probe_left_out else {}),
     }
 
 
-def _least_squares(alone: list[tuple[int, int, float]], with_probes: bool) -> tuple[float, float, float | None]:
-    """seconds = fixed + per_update x updates (+ per_probe x probes): least squares, the probe
-    term dropped (None) when it comes out negative or no step probed."""
+def _least_squares(alone: list[tuple[int, int, float]], with_probes: bool) -> tuple[float, float, float | None, str | None]:
+    """seconds = fixed + per_update x updates (+ per_probe x probes), least squares. The probe term
+    is dropped (None, with the reason) where the steps cannot tell it: no step probed, no more
+    steps than terms, or a negative coefficient (noise, not a cost)."""
     y = np.array([s for _, _, s in alone])
-    if with_probes and any(g for _, g, _ in alone):
-        coef, *_ = np.linalg.lstsq(np.array([[1.0, u, g] for u, g, _ in alone]), y, rcond=None)
-        if coef[2] >= 0:
-            return float(coef[0]), float(coef[1]), float(coef[2])
+    reason = None
+    if with_probes:
+        if not any(g for _, g, _ in alone):
+            reason = "no step fitted probed a segment"
+        elif len(alone) <= 3:
+            reason = f"{len(alone)} steps fitted: too few for three terms"
+        else:
+            coef, *_ = np.linalg.lstsq(np.array([[1.0, u, g] for u, g, _ in alone]), y, rcond=None)
+            if min(coef) >= 0:
+                return float(coef[0]), float(coef[1]), float(coef[2]), None
+            reason = f"a negative term in {[float(f'{c:.3g}') for c in coef]}"
     per_update, fixed = np.polyfit([u for u, _, _ in alone], y, 1)
-    return float(fixed), float(per_update), None
+    return float(fixed), float(per_update), None, reason
 
 
 def ledger_of(data) -> list[dict]:

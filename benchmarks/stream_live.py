@@ -109,6 +109,7 @@ def delays(spark, cfg: EtlConfig) -> dict:
             "visible_delay_avg_s": row[4], "visible_delay_p99_s": row[5], "visible_updates": int(row[6])}
 
 
+# What a fit of the run needs per batch (benchmarks.live_costs --ledger); those an older ledger lacks are left out.
 LEDGER_COLUMNS = ("batch_seq", "run_key", "batch_index", "updates_in", "batch_started_at", "committed_at", "duration_s",
                   "segments_probed", "segments_admitted", "segments_evicted", "keymap_bytes_read", "resident_bytes",
                   "wait_buffer_tuples", "delay_avg_s", "delay_p99_s")

@@ -293,6 +293,7 @@ def _simulate_partitioned_live(p: SimParams, trace: Trace, relation: Relation, l
             released.append(arr[in_memory])
         ends_run = close >= run_end
         due = policy.probes_due()
+        in_run = len(due)  # charged per probe; the flush's read only the keys waiting (narrowed), not what per_probe_s was fitted on
         if ends_run:  # the run's last step flushes every segment still waiting
             due += [seg for seg in policy.drain() if seg not in due]
         for seg in due:
@@ -307,7 +308,7 @@ def _simulate_partitioned_live(p: SimParams, trace: Trace, relation: Relation, l
                 res.evicted += len(ev.evicted)
         n_released = sum(len(a) for a in released)
         stepped = bool(n_released or end > taken)
-        step = costs.step_seconds(n_released, len(due)) if stepped else 0.0
+        step = costs.step_seconds(n_released, in_run) if stepped else 0.0
         if stepped and start >= next_apply and not ends_run:  # the coalesced MERGE pair beside this step
             step += costs.apply_overlap_s
             while next_apply <= start:

@@ -35,28 +35,56 @@ def test_a_log_that_does_not_match_its_passes_is_refused():
         fit("1 batches committed (10 updates) in 2.0 s\n", passes, 1.0)
 
 
-def test_with_the_runs_ledger_the_fit_finds_what_a_probed_segment_costs():
+def probed_run(steps, probe_s=0.05):
     """Steps as the benchmark logs them (one line a step, the passes' calls) and its ledger's rows
-    (the seed's without probes, a step that committed two batches): seconds made of 3 s + 0.1 ms an
-    update + 0.05 s a probed segment give those three back."""
-    steps = [(u, g) for u in (2_000, 6_000, 10_000, 14_000) for g in (0, 40, 200)]
+    (an older ledger's seed row without probes first), seconds of 3 s + 0.1 ms an update +
+    ``probe_s`` a probed segment; then a run's end: its flush (two batches: the last window's and
+    the flush's) and the split."""
     log, passes, ledger = [], [], [{"batch_seq": 0, "updates_in": 20_000_000, "segments_probed": None}]
     for i, (u, g) in enumerate(steps):
-        seconds = 3.0 + 1e-4 * u + 0.05 * g
+        seconds = 3.0 + 1e-4 * u + probe_s * g
         log.append(f"  stream:partitioned-range: run r: 1 batches committed ({u} updates) in {seconds:.1f} s")
         passes.append({"ingest_pieces": [2.0, 0, 0, 1], "CommitProtocol.commit": [seconds - 1, 0, 0, 1],
                        "Loader.load_ready": [seconds, 0, 0, 1]})
         ledger.append({"batch_seq": i + 1, "updates_in": u, "segments_probed": g})
-    # the run's end: its flush (two batches: the last window's and the flush's) and the split
     log.append("  stream:partitioned-range: run r: 2 batches committed (90000 updates) in 90.0 s")
     passes.append({"CommitProtocol.commit": [30.0, 0, 0, 2], "Loader.load_ready": [90.0, 0, 0, 1],
                    "Loader._end_service": [20.0, 0, 0, 1]})
     ledger += [{"batch_seq": len(steps) + 1, "updates_in": 10_000, "segments_probed": 3},
                {"batch_seq": len(steps) + 2, "updates_in": 80_000, "segments_probed": 800}]
-    fitted = fit("\n".join(log), passes, 1.0, ledger_of({"stream:partitioned-range": ledger}))
+    return "\n".join(log), passes, ledger
+
+
+STEPS = [(u, g) for u in (2_000, 6_000, 10_000, 14_000) for g in (0, 40, 200)]
+
+
+def test_with_the_runs_ledger_the_fit_finds_what_a_probed_segment_costs():
+    log, passes, ledger = probed_run(STEPS)
+    fitted = fit(log, passes, 1.0, ledger_of({"stream:partitioned-range": ledger[::-1]}))  # rows in any order
     costs = fitted["costs"]
     assert (costs["step_fixed_s"], costs["per_update_s"], costs["per_probe_s"]) == pytest.approx((3.0, 1e-4, 0.05), rel=1e-3)
     assert costs["run_end_hold_s"] == 60.0 and fitted["fitted_on"]["probes_in_steps_alone"] == 4 * 240
-    assert "per_probe_s" not in fit("\n".join(log), passes, 1.0)["costs"]  # no ledger: the default's kept
+    assert ledger_of({"rows": ledger}) == ledger
+    assert "per_probe_s" not in fit(log, passes, 1.0)["costs"]  # no ledger: the default's kept
+
+
+def test_a_probe_term_the_steps_cannot_tell_is_left_out_with_its_reason():
+    for steps, probe_s, reason in [([(u, 0) for u in (2_000, 6_000, 10_000, 14_000)], 0.05, "no step fitted probed"),
+                                   ([(2_000, 0), (6_000, 40), (10_000, 200)], 0.05, "too few for three terms"),
+                                   (STEPS, -0.01, "a negative term")]:
+        log, passes, ledger = probed_run(steps, probe_s)
+        fitted = fit(log, passes, 1.0, ledger)
+        assert "per_probe_s" not in fitted["costs"] and reason in fitted["fitted_on"]["per_probe_s_left_out"]
+
+
+def test_a_ledger_that_is_not_the_logs_runs_is_refused():
+    log, passes, ledger = probed_run(STEPS)
     with pytest.raises(SystemExit, match="the ledger holds"):
-        fit("\n".join(log), passes, 1.0, ledger[:-1])
+        fit(log, passes, 1.0, ledger[:-1])
+    shifted = [dict(r, updates_in=r["updates_in"] + (r["batch_seq"] == 3)) for r in ledger]
+    with pytest.raises(SystemExit, match="step 3 committed 2000 updates, the ledger.s batches 3-3 hold 2001"):
+        fit(log, passes, 1.0, shifted)
+    with pytest.raises(SystemExit, match="every row needs"):
+        fit(log, passes, 1.0, [{k: v for k, v in r.items() if k != "batch_seq"} for r in ledger])
+    with pytest.raises(SystemExit, match="of one mode"):
+        ledger_of({"stream:native": ledger, "stream:partitioned-range": ledger})

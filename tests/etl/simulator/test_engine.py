@@ -239,3 +239,15 @@ def test_live_a_wait_bound_pays_for_its_probes_and_with_dear_probes_costs_more_t
     slowed = simulate("partitioned-range", bound.replace(live=dear), trace, relation)
     assert slowed.busy_s > free.busy_s + 0.5 * free.probes
     assert slowed.avg_delay_s > simulate("partitioned-range", LIVE.replace(live=dear), trace, relation).avg_delay_s
+
+
+def test_live_a_runs_flush_is_not_charged_per_probe(live_trace):
+    """The flush reads only the keys waiting, not the whole segments ``per_probe_s`` was fitted
+    on: with no ``n_invoke`` reached and a buffer that hardly overflows, nearly every probe is a
+    flush's, and a dear probe barely moves the loop's busy time."""
+    trace, relation = live_trace
+    flushing = LIVE.replace(n_invoke=10**9, wait_buffer_bytes=int(5.9 * MB))
+    cheap, dear = (simulate("partitioned-range", flushing.replace(live=dataclasses.replace(LIVE.live, per_probe_s=s)),
+                            trace, relation) for s in (0.0, 1.0))
+    assert cheap.probes == dear.probes > 20
+    assert 0 <= dear.busy_s - cheap.busy_s < 0.2 * dear.probes

@@ -29,6 +29,14 @@ def test_the_simulators_live_costs_are_the_recorded_runs_fit():
     assert probed["costs"] == pytest.approx(json.loads((PROBED / "whole-segments.live_costs.json").read_text())["costs"])
 
 
+@pytest.mark.parametrize("name", ["narrowed-in-run", "applies-at-run-end"])
+def test_every_recorded_fit_is_its_runs_files_fit(name):
+    fitted = fit((PROBED / f"{name}.log").read_text(errors="replace"),
+                 json.loads((PROBED / f"{name}.json.passes.json").read_text())["passes"], 1.0,
+                 ledger_of(json.loads((PROBED / f"{name}.json.ledger.json").read_text())))
+    assert fitted == json.loads((PROBED / f"{name}.live_costs.json").read_text())
+
+
 def test_a_log_that_does_not_match_its_passes_is_refused():
     passes = json.loads((RUN / "narrowed.json.passes.json").read_text())["passes"]
     with pytest.raises(SystemExit, match="do not match"):

@@ -29,7 +29,7 @@ def test_the_simulators_live_costs_are_the_recorded_runs_fit():
     assert probed["costs"] == pytest.approx(json.loads((PROBED / "whole-segments.live_costs.json").read_text())["costs"])
 
 
-@pytest.mark.parametrize("name", ["narrowed-in-run", "applies-at-run-end"])
+@pytest.mark.parametrize("name", ["narrowed-in-run", "applies-at-run-end", "no-bound-applies-at-run-end"])
 def test_every_recorded_fit_is_its_runs_files_fit(name):
     fitted = fit((PROBED / f"{name}.log").read_text(errors="replace"),
                  json.loads((PROBED / f"{name}.json.passes.json").read_text())["passes"], 1.0,

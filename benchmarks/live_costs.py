@@ -48,9 +48,10 @@ def probes_per_step(steps: list[tuple[int, int]], ledger: list[dict]) -> list[in
     out, at = [], 0
     for i, (n, updates) in enumerate(steps):
         mine = rows[at:at + n]
-        if sum(int(r["updates_in"]) for r in mine) != updates:
+        held = sum(int(r["updates_in"]) for r in mine)
+        if held != updates:
             raise SystemExit(f"the log's step {i + 1} committed {updates} updates, the ledger's batches "
-                             f"{mine[0]['batch_seq']}-{mine[-1]['batch_seq']} hold {sum(int(r['updates_in']) for r in mine)}")
+                             f"{mine[0]['batch_seq']}-{mine[-1]['batch_seq']} hold {held}")
         out.append(sum(int(r["segments_probed"]) for r in mine))
         at += n
     return out

@@ -423,7 +423,7 @@ def main() -> None:
         ledgers = {}  # beside the results: <out>.ledger.json, per mode its batches (``ledger_rows``)
         for mode in args.modes.split(","):
             row = run_mode(spark, base, work, mode, args)
-            if "ledger" in row:
+            if "ledger" in row:  # a strategy's mode; the hand-written baseline keeps no ledger
                 ledgers[mode] = row.pop("ledger")
             print(json.dumps(row), flush=True)
             rows.append(row)

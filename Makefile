@@ -50,7 +50,7 @@ benchmark-stream: setup  ## the always-on loader (etl stream) timed live beside 
 benchmark-stream-piece: setup  ## where one piece of the always-on loader goes, call by call (native and partitioned-range, about seven minutes)
 	$(PY) -m benchmarks.stream_piece
 
-benchmark-delay-targets: setup  ## issue 46's three delay targets in one run (Kafka beside the hand-written baseline, minute files, the full-size step; about 80 minutes)
+benchmark-delay-targets: setup  ## issue 46's three delay targets in one run (Kafka beside the hand-written baseline, minute files, the full-size step; about 90 minutes)
 	$(PY) -m benchmarks.delay_targets
 
 benchmark-split-cost: setup  ## what the split at a run's end costs at full size (20 M keys seeded in bulk, three run ends; about 8 minutes, 3 GB under var/)

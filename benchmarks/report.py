@@ -287,6 +287,8 @@ def _mode_label(mode: str) -> str:
         label += ", derived sizes"
     if float(settings.get("max_wait_s", 0)) > 0:
         label += f", a {settings['max_wait_s']}-s wait bound"
+    if "memory_budget" in settings:
+        label += f", {int(settings['memory_budget']) / (1 << 20):g} MB of join memory"
     return label
 
 

@@ -29,7 +29,8 @@ source (Structured Streaming, default trigger, ``foreachBatch`` MERGEs) on its t
 
 With ``--work DIR`` holding a warehouse seeded by ``benchmarks.strategies --seed-only --work DIR``
 (20 million keys at ``--size full``), each mode loads a copy of it instead of a fresh seed. The join
-memory is a tenth of ``key_map`` as the join counts it (its rows, ``r_bytes`` each), the partitioned join's wait buffer one window of the
+memory is a tenth of ``key_map`` as the join counts it (its rows, ``r_bytes`` each), or the mode setting
+``memory_budget=BYTES``; the partitioned join's wait buffer one window of the
 mode's arrivals (``n_invoke`` an eighth of it; before 2026-11-29 the window of
 ``--micro-batch-seconds``, whatever the mode's; ``tau`` half of it), or with the mode setting
 ``sizes=derived`` the product's defaults: both derived from the memory as a run derives them,
@@ -147,7 +148,7 @@ def _flag(value: str) -> bool:
 
 MODE_SETTINGS = {"piece_seconds": int, "apply_interval_seconds": float, "micro_batch_seconds": int,
                  "stream_grace_seconds": float, "block_factor": int, "sizes": str, "apply_concurrently": _flag,
-                 "max_wait_s": float, "split_segments_per_run": int}
+                 "max_wait_s": float, "split_segments_per_run": int, "memory_budget": int}
 # ``sizes``: the partitioned join's wait buffer and n_invoke, one trigger interval of arrivals
 # (``window``, the default: benchmarks.report.partitioned_settings) or derived from the memory as a
 # run derives them unless set (``derived``: etl.core.sizing).
@@ -297,7 +298,8 @@ def run_mode(spark, base: EtlConfig, work: Path, mode: str, args) -> dict:
     start += timedelta(minutes=-start.minute % args.run_minutes)
     if not args.seed:
         seed_direct(spark, cfg, args.keys, Interval(start - timedelta(minutes=args.run_minutes), start))
-    memory_budget = sum(keymap_segment_sizes(spark, cfg).values()) // 10  # a tenth of its rows, as the join counts them
+    # A tenth of key_map's rows, as the join counts them, unless the mode sets its own.
+    memory_budget = chosen.get("memory_budget") or sum(keymap_segment_sizes(spark, cfg).values()) // 10
     cfg = cfg.replace(memory_budget=memory_budget, k=args.k,
                       **(partitioned_settings(args.rate, cfg.micro_batch_seconds) if sizes == "window" else {}))
     landing = work / f"landing-{name}"

@@ -378,30 +378,39 @@ def plan_batches(window_counts: Mapping[int, int], granularity: Granularity) -> 
     the current granularity, so the grouping is a pure function of the run's ingested counts:
     a restarted load plans the same batches (each named by its first window) and skips the done.
     """
+    return [group for group, _ in plan_with_reach(window_counts, granularity)]
+
+
+def plan_with_reach(window_counts: Mapping[int, int], granularity: Granularity) -> list[tuple[list[int], int]]:
+    """``plan_batches``' groups, each with the window before which every window its grouping read
+    lies: its decision looked at the backlog of its first window's width at the granularity then
+    (one window in tuple mode, ``block_factor`` in block mode) and took the width it chose. The
+    always-on loader loads a batch once those windows have closed (``stream_plan.settled_groups``):
+    in tuple granularity as soon as its one window has, not ``block_factor`` windows later (but
+    the first one-window batch after a block, whose decision read ``block_factor`` windows)."""
     windows = sorted(window_counts)
-    groups: list[list[int]] = []
+    planned: list[tuple[list[int], int]] = []
     i = 0
     while i < len(windows):
         width = granularity.block_factor if granularity.mode == "block" else 1
         start = windows[i]
         backlog = sum(window_counts[w] for w in windows[i:] if w < start + width)
-        width = granularity.next_batch_seconds(backlog) // granularity.base_seconds
-        group = [w for w in windows[i:] if w < start + width]
-        groups.append(group)
+        chosen = granularity.next_batch_seconds(backlog) // granularity.base_seconds
+        group = [w for w in windows[i:] if w < start + chosen]
+        planned.append((group, start + max(width, chosen)))
         i += len(group)
-    return groups
+    return planned
 
 
 def load_batches(strategy: str, counts: Mapping[int, int], cfg) -> list[list[int]]:
     """The arrival windows (``batch_index`` -> updates) each load batch of a run spans, in order:
     one window each, except for strategies the registry declares block-granular."""
-    if plan_lookahead(strategy, cfg) == 1:
-        return [[w] for w in sorted(counts)]
-    return plan_batches(counts, Granularity(cfg.micro_batch_seconds, cfg.l_mark, cfg.h_mark, cfg.block_factor))
+    return [group for group, _ in load_plan(strategy, counts, cfg)]
 
 
-def plan_lookahead(strategy: str, cfg) -> int:
-    """How many arrival windows, from its first, decide a load batch (``stream_plan.settled_groups``)."""
+def load_plan(strategy: str, counts: Mapping[int, int], cfg) -> list[tuple[list[int], int]]:
+    """``load_batches`` with each batch's reach (``plan_with_reach``): the window before which
+    every window that decided it lies."""
     if not registry.spec(strategy).block_batches or cfg.block_factor == 1:
-        return 1
-    return cfg.block_factor
+        return [([w], w + 1) for w in sorted(counts)]
+    return plan_with_reach(counts, Granularity(cfg.micro_batch_seconds, cfg.l_mark, cfg.h_mark, cfg.block_factor))

@@ -127,14 +127,20 @@ def misaligned(ingested_through: datetime, piece_seconds: int) -> bool:
     return ingested_through.microsecond != 0 or ingested_through.second % piece_seconds != 0
 
 
-def settled_groups(groups: list[list[int]], closed_windows: int, total_windows: int, lookahead: int) -> list[list[int]]:
-    """The load batches a plan over the first ``closed_windows`` windows has fixed for good: a batch
-    starting at window ``w`` is decided from windows up to ``w + lookahead - 1`` (block granularity
-    sizes a batch by the backlog of the next ``block_factor`` windows), so it is final once those
-    have closed, and every batch is final when the run's last window has."""
+def settled_groups(planned: list[tuple[list[int], int]], closed_windows: int, total_windows: int) -> list[list[int]]:
+    """The load batches a plan over the first ``closed_windows`` windows has fixed for good: the
+    longest prefix of ``planned`` (each batch with its reach, ``policy.load_plan``) whose batches'
+    windows, and the windows their grouping read, have all closed. A batch's grouping depends on
+    the batches before it (block granularity's mode), hence a prefix. Every batch is final once
+    the run's last window has closed."""
     if closed_windows >= total_windows:
-        return groups
-    return [g for g in groups if g[0] + lookahead <= closed_windows and g[-1] < closed_windows]
+        return [group for group, _ in planned]
+    settled = []
+    for group, reach in planned:
+        if reach > closed_windows or group[-1] >= closed_windows:
+            break
+        settled.append(group)
+    return settled
 
 
 def dag_route(interval: Interval, load_summary: dict | None, heartbeat: dict | None, live: bool,

@@ -20,7 +20,7 @@ from etl.core import registry
 from etl.core.config import ConfigError, EtlConfig
 from etl.core.interval import Interval
 from etl.core.layout import SlotArray, segments_to_split
-from etl.core.policy import load_batches, plan_lookahead
+from etl.core.policy import load_plan
 from etl.core.stream_plan import n_windows, settled_groups
 from etl.io.layout_store import load_layout, settle_pending_layout, split_after
 from etl.io.lock import LoadLock, WarehouseLocked
@@ -404,10 +404,10 @@ class Loader:
         if self._counts is None:
             self._counts = {int(r[0]): int(r[1]) for r in self._run_rows(interval).groupBy("batch_index").count().collect()}
         counts = self._counts
-        groups = load_batches(self.strategy.name, counts, self.cfg)
+        planned = load_plan(self.strategy.name, counts, self.cfg)
+        groups = [group for group, _ in planned]
         if closed_windows is not None:
-            total = n_windows(interval, self.cfg.micro_batch_seconds)
-            groups = settled_groups(groups, closed_windows, total, plan_lookahead(self.strategy.name, self.cfg))
+            groups = settled_groups(planned, closed_windows, n_windows(interval, self.cfg.micro_batch_seconds))
         return groups, {g[0]: sum(counts[w] for w in g) for g in groups}
 
     # ------------------------------------------------------------------ the windows the stream holds

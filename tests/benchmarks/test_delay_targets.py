@@ -89,6 +89,8 @@ def test_a_mode_s_label_names_its_window_sizes_and_wait_bound():
         "partitioned-range, 5-s windows of 2-s pieces, derived sizes, a 5-s wait bound")
     assert _mode_label("stream:native:micro_batch_seconds=10:max_wait_s=0") == "native, 10-s windows"
     assert _mode_label("baseline:kafka") == "hand-written baseline"
+    assert _mode_label("stream:partitioned-range:micro_batch_seconds=5:memory_budget=41943040") == (
+        "partitioned-range, 5-s windows, 40 MB of join memory")
 
 
 def test_writing_the_table_again_keeps_the_minutes_of_the_benchmarks_not_run_now(tmp_path):

@@ -21,3 +21,4 @@ def test_a_mode_s_settings_are_typed_and_a_mistyped_one_is_refused_naming_the_ch
     assert mode_settings(["max_wait_s=5"]) == {"max_wait_s": 5.0}
     with pytest.raises(SystemExit, match="true or false"):
         mode_settings(["apply_concurrently=no"])
+    assert mode_settings(["memory_budget=41943040"]) == {"memory_budget": 41943040}

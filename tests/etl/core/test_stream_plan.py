@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
-from etl.core.policy import load_batches, plan_lookahead
+from etl.core.policy import load_batches, load_plan
 from etl.core.stream_plan import (
     dag_route,
     fresh_attempt,
@@ -98,11 +98,29 @@ def test_a_plan_made_piece_by_piece_is_the_plan_made_at_once(counts, strategy, b
     for step in pieces + [total]:
         closed = min(total, closed + step)
         known = {w: n for w, n in counts.items() if w < closed}
-        settled = settled_groups(load_batches(strategy, known, cfg), closed, total, plan_lookahead(strategy, cfg))
+        settled = settled_groups(load_plan(strategy, known, cfg), closed, total)
         assert settled[: len(loaded)] == loaded  # nothing loaded is ever planned otherwise
         loaded = settled
         assert whole[: len(loaded)] == loaded
     assert loaded == whole
+
+
+def test_a_partitioned_batch_in_tuple_granularity_is_loaded_once_its_window_closes():
+    """Block granularity looks ahead only when the backlog asks for it: a quiet window is its own
+    batch as soon as it closes (the always-on partitioned join waited ``block_factor`` windows
+    for every batch, 15 s more at 5-s windows, 30 s at 10-s), a burst over ``h_mark`` waits for
+    the windows its block spans, and a block stays one until its backlog has closed."""
+    cfg = EtlConfig(micro_batch_seconds=5, h_mark=300, l_mark=50, block_factor=4)
+    quiet = {0: 40, 1: 55, 2: 30}
+    assert settled_groups(load_plan("partitioned-range", quiet, cfg), 3, 24) == [[0], [1], [2]]
+    burst = {0: 40, 1: 400, 2: 90, 3: 80}  # window 1 over h_mark: a block of windows 1-4
+    assert settled_groups(load_plan("partitioned-range", burst, cfg), 4, 24) == [[0]]
+    assert settled_groups(load_plan("partitioned-range", {**burst, 4: 70}, cfg), 5, 24) == [[0], [1, 2, 3, 4]]
+    # In block mode the next batch's backlog spans four windows: once 5-8 have closed, under
+    # l_mark, back to one window a batch.
+    calm = {**burst, 4: 70, 5: 10, 6: 10}
+    assert settled_groups(load_plan("partitioned-range", calm, cfg), 7, 24) == [[0], [1, 2, 3, 4]]
+    assert settled_groups(load_plan("partitioned-range", {**calm, 7: 5, 8: 1}, cfg), 9, 24)[2:] == [[5], [6], [7], [8]]
 
 
 @pytest.mark.parametrize("summary, heartbeat, live, waited, expected", [

@@ -364,9 +364,9 @@ def test_coalesced_applies_compact_key_map_segments_between_batches_and_change_n
     # rewrites every file it touches, and a segment's count barely grows), as at full size.
     cfg = cfg.replace(warehouse_root=str(cfg.warehouse_path.parent / "with-vectors"), deletion_vectors="on",
                       micro_batch_seconds=20, apply_interval_seconds=0.001,  # each batch applied beside the next
-                      key_map_files_per_segment=1)  # this stream's MERGEs leave 2 files a segment
-    run = Interval(T0, T0 + timedelta(minutes=3))
-    stream(cfg, duration_s=180)
+                      key_map_files_per_segment=1)  # this stream's MERGEs leave more than 1 file in a segment
+    run = Interval(T0, T0 + timedelta(minutes=2))
+    stream(cfg, duration_s=100)
     jobs.ingest(spark, cfg, run)
     without = copy_of(cfg, tmp_path, "without-services").replace(key_map_files_per_segment=0)
     jobs.load(spark, without, run)

@@ -528,7 +528,8 @@ def test_a_run_s_end_splits_segments_grown_past_two_theta_and_a_kill_or_a_rerun_
     from etl.transforms.layout import segment_column
     from pyspark.sql import functions as F
 
-    on = cfg.replace(join_strategy="partitioned-range", theta=10, split_segments_per_run=1, **TINY)
+    # One batch a run: the splits are a run end's, whatever its batches.
+    on = cfg.replace(join_strategy="partitioned-range", theta=10, split_segments_per_run=1, micro_batch_seconds=120, **TINY)
     off = reference_in_memory(on, tmp_path / "off").replace(split_segments_per_run=0)
     before, after = (reference_in_memory(on, tmp_path / name) for name in ("before", "after"))
     generate_stream(StreamSpec(start=T0, duration_s=240, rate=6, seed=21, **STREAMS["skewed"]), on.landing_path)

@@ -12,8 +12,8 @@ The three, each a benchmark of its own in a process of its own (one Spark driver
   stream on a topic of each mode's: native with 5-s windows of 5-s pieces, and 4-s and 10-s windows
   of 2-s pieces; partitioned-range with the sizes derived from the memory and a 5-s wait bound
   (``max_wait_s``) at 5-s windows of 5-s pieces, with a tenth of key_map as its join memory (the
-  thesis's comparisons) and with the product's default (40 MB, all of key_map here). Target: a logged delay at most 1.0x the
-  baseline's and at most 10 s on average.
+  thesis's comparisons) and with the product's default (40 MB, all of key_map here). Target: a
+  logged delay at most 1.0x the baseline's and at most 10 s on average.
 - ``minute_files``: ``benchmarks.stream_live``, minute landing files, 60-s windows, the MERGEs every
   30 s, native and partitioned-range. Target: an average delay at most 50 s.
 - ``full_size``: ``benchmarks.stream_piece`` at 20 M keys (1,024 segments, 1,000 updates/s, 10-s

@@ -101,8 +101,16 @@ def jobs_started(spark) -> int:
 
 
 def delta_commits(root: Path) -> int:
-    """Delta commits made so far to every table under ``root`` (commit files in their logs)."""
-    return sum(len(list(log.glob("*.json"))) for log in Path(root).rglob("_delta_log") if log.is_dir())
+    """Delta commits made so far to every table of the warehouse ``root`` (commit files in their
+    logs). A table is a directory of the root (``EtlConfig.table_path``): only the tables' logs are
+    listed. Walking the whole tree (``rglob``) went through key_map's partition directories too,
+    1,024 at full size: 33.6 s over a 3-minute full-size run of ``stream_piece``, counted twice per
+    timed call and so inside the calls it timed (found by profiling it, 2026-12-07)."""
+    root = Path(root)
+    if not root.is_dir():
+        return 0
+    return sum(len(list((table / "_delta_log").glob("*.json"))) for table in root.iterdir()
+               if (table / "_delta_log").is_dir())
 
 
 def table_files(spark, cfg: EtlConfig, table: str) -> int:

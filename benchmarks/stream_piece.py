@@ -42,7 +42,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from benchmarks.measures import delta_commits, jobs_started, keymap_segment_sizes, run_sizes, seed_direct
-from benchmarks.report import partitioned_settings
+from benchmarks.report import parse_run, partitioned_settings
 from etl.core.config import EtlConfig
 from etl.core.interval import Interval
 from etl.core.sizing import configured_n_part
@@ -138,8 +138,9 @@ def stream_of(args) -> StreamSpec:
 
 def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dict:
     name = strategy.replace(":", "-").replace("=", "")
+    join_strategy, settings = parse_run(strategy)  # a variant: ``partitioned-range:h_mark=100000``
     cfg = base.replace(warehouse_root=str(work / name / "warehouse"), runs_root=str(work / name / "runs"),
-                       landing_root=str(work / name / "landing"), join_strategy=strategy)
+                       landing_root=str(work / name / "landing"), join_strategy=join_strategy, **settings)
     run = Interval(T0, T0 + timedelta(minutes=args.minutes))
     seeding = time.perf_counter()
     seed_direct(spark, cfg, args.keys, Interval(T0 - timedelta(minutes=args.minutes), T0), progress=note)
@@ -227,7 +228,9 @@ def main() -> None:
     ap.add_argument("--piece-seconds", type=int, default=5)
     ap.add_argument("--micro-batch-seconds", type=int, default=10)
     ap.add_argument("--apply-interval-seconds", type=int, default=30)
-    ap.add_argument("--strategies", default="native,partitioned-range")
+    ap.add_argument("--strategies", default="native,partitioned-range",
+                    help="strategies, or variants strategy:name=value (e.g. partitioned-range:h_mark=1000000: one-window "
+                         "batches; the names of benchmarks.report.VARIANT_SETTINGS), one run each on the same stream")
     ap.add_argument("--n-part", type=int, default=64, help="key_map's segments (full size: 1024)")
     ap.add_argument("--sizes", choices=("window", "derived"), default="window",
                     help="the partitioned join's wait buffer and n_invoke: one trigger interval, or derived from the memory")

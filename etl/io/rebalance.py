@@ -22,6 +22,7 @@ from etl.core.layout import SlotArray, needs_refinement, plan_rebalance
 from etl.io.layout_store import PENDING, load_layout, settle_pending_layout, write_layout
 from etl.io.run_ends import owed
 from etl.io.tables import open_tables, read
+from etl.transforms.columns import ints_in
 from etl.transforms.layout import segment_column, slot_column
 
 log = logging.getLogger(__name__)
@@ -36,7 +37,7 @@ def slot_rows(spark, cfg: EtlConfig, layout: SlotArray, segments: list[int] | No
     slot = slot_column(layout, F.col("natural_key"))
     km = read(spark, cfg, "key_map")
     if segments is not None:
-        km = km.where(F.col("segment_id").isin(segments))
+        km = km.where(ints_in("segment_id", segments))
     return {int(r[0]): int(r[1]) for r in km.groupBy(slot).count().collect()}
 
 
@@ -116,7 +117,7 @@ def rebalance(spark, cfg: EtlConfig, max_refinements: int = 8, merge: bool = Tru
     touched = plan.touched_segments
     new_seg = segment_column(plan.layout)
     km = read(spark, cfg, "key_map")
-    moved = km.where(F.col("segment_id").isin(touched)).withColumn(
+    moved = km.where(ints_in("segment_id", touched)).withColumn(
         "segment_id", new_seg(F.col("source_id"), F.col("natural_key"))
     ).localCheckpoint(eager=True)
     # a row's segment is its slot's: the rows of the slots whose segment changed (no join to count them)

@@ -35,6 +35,7 @@ from etl.load.results import FLUSH_STEP, BatchResult, HeldWindows, LoadResult
 from etl.load.tail import TailReads
 from etl.strategies import get_strategy
 from etl.strategies.base import rows_per_segment
+from etl.transforms.columns import int_map, ints_in
 
 __all__ = ["FLUSH_STEP", "Loader", "LoadResult", "BatchResult", "HeldWindows", "OverlappingRunError"]
 
@@ -272,7 +273,7 @@ class Loader:
         if self.references and todo:
             # A fact's keys, for all the batches this call loads at once (one lookup and at most one
             # inferred-member batch per dimension), held: every batch is a slice of them.
-            todo_rows = source.where(F.col("batch_index").isin(todo))
+            todo_rows = source.where(ints_in("batch_index", todo))
             source = self.references.resolve(todo_rows, interval.run_key, max(todo)).localCheckpoint(eager=True)
         if todo and self.protocol.tail_due():
             self.protocol.start_apply()  # beside this step's decisions (apply_concurrently)
@@ -450,5 +451,5 @@ def batched(ingested, groups: list[list[int]], progress=None):
         return ingested
     if progress:
         progress(f"block granularity: {sum(map(len, merged))} arrival windows in {len(merged)} batches")
-    first_of = F.create_map(*[F.lit(x) for g in groups for w in g for x in (w, g[0])])
+    first_of = int_map((w, g[0]) for g in groups for w in g)  # an hour of 10-s windows: 720 literals
     return ingested.withColumn("batch_index", first_of[F.col("batch_index")])

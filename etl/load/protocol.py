@@ -50,6 +50,7 @@ from etl.load.ledger import Ledger
 from etl.load.results import NO_BATCH, OUTCOME_COUNTS, BatchResult, Step
 from etl.load.tail import Logged, LoggedTail
 from etl.strategies import JoinStats
+from etl.transforms.columns import ints_in
 from etl.transforms.history import history_changes
 from etl.transforms.layout import segment_column
 from etl.transforms.outcomes import current_state_rows, key_map_changes, resolve
@@ -304,7 +305,7 @@ class CommitProtocol:
             seqs = [r["batch_seq"] for r in pending]
             logger.warning("recovering %d logged batch(es) %s from the log (runs %s)", len(seqs),
                         seqs[0] if len(seqs) == 1 else f"{seqs[0]}-{seqs[-1]}", ", ".join(sorted({r["run_key"] for r in pending})))
-            logged = self.tables.read("outcome_log").where(F.col("batch_seq").isin(seqs)).cache()
+            logged = self.tables.read("outcome_log").where(ints_in("batch_seq", seqs)).cache()
             try:
                 self.apply(logged, several_batches=len(seqs) > 1)
             finally:

@@ -20,6 +20,7 @@ from etl.io.runs import landing_changes, scan_sources
 from etl.io.tables import read
 from etl.load.references import with_deleted_references
 from etl.quality.offline_docs import make_site_offline
+from etl.transforms.columns import ints_in
 from etl.transforms.history import history_validity
 from etl.transforms.outcomes import INFER
 
@@ -48,7 +49,7 @@ def references_frame(spark, cfg: EtlConfig, interval: Interval | None = None):
     live = fact.where(~F.col("is_deleted"))
     if interval is not None:
         seqs = run_batch_seqs(spark, cfg, interval)
-        live = live.where(F.col("updated_batch_seq").isin(seqs) if seqs else F.lit(False))
+        live = live.where(ints_in("updated_batch_seq", seqs))
     flagged = with_deleted_references(spark, cfg, live)
     deleted = flagged.agg(*[F.count_if(F.col(f"{r.name}__deleted")).alias(r.name) for r in references]).first()
     rows = []
@@ -77,7 +78,7 @@ def conservation_frame(spark, cfg: EtlConfig, interval: Interval | None):
     km = read(spark, cfg, "key_map")
     if interval is not None:
         seqs = run_batch_seqs(spark, cfg, interval)
-        created = km.where(F.col("created_batch_seq").isin(seqs)).count() if seqs else 0
+        created = km.where(ints_in("created_batch_seq", seqs)).count() if seqs else 0
         landed = int(of("landed_files").agg(F.sum("lines")).first()[0] or 0)
         changed = len(landing_changes(spark, cfg, interval, scan_sources(cfg, interval.start, interval.end).files))
     else:

@@ -27,6 +27,7 @@ from pyspark.sql import functions as F
 
 from etl.core.mesh_policy import MeshSchedule, disk_segment_count, disk_segment_of, group_boundaries
 from etl.strategies.base import KEY, KM_COLUMNS, JoinStats, JoinStrategy, committed_lookup_columns, lookup_join, new_keys_by_segment, rows_per_segment
+from etl.transforms.columns import ints_in
 
 KM = list(KM_COLUMNS)
 
@@ -61,7 +62,7 @@ class MeshJoin(JoinStrategy):
 
     def _read_disk_segments(self, positions: list[int]):
         km = self.key_map().withColumn("_p", self._disk_segment(F.col("segment_id")))
-        km = km.where(F.col("_p").isin(positions))
+        km = km.where(ints_in("_p", positions))
         return km.select(
             *KEY,
             F.col("surrogate_key").alias("s_km_surrogate_key"),
@@ -178,10 +179,10 @@ class MeshJoin(JoinStrategy):
             )
             expiring = sorted(q for q in self.queued if self.schedule.expires_by(q) <= hi)
             if expiring:
-                release = self._with_overlay(stepped.where(F.col("_q").isin(expiring))).localCheckpoint(eager=True)
+                release = self._with_overlay(stepped.where(ints_in("_q", expiring))).localCheckpoint(eager=True)
                 for q in expiring:
                     del self.queued[q]
-            self.queue = (stepped.where(~F.col("_q").isin(expiring)) if expiring else stepped) if self.queued else None
+            self.queue = (stepped.where(~ints_in("_q", expiring)) if expiring else stepped) if self.queued else None
         self.stepped = hi
         self.released = release
         self._prune_overlay()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pyspark.sql import functions as F
 
 from etl.core.layout import NUMERIC_KEY, HashLayout, SlotArray
+from etl.transforms.columns import int_array
 
 
 def segment_column(layout):
@@ -13,9 +14,12 @@ def segment_column(layout):
     if isinstance(layout, HashLayout):
         return lambda source_id, natural_key: F.pmod(F.xxhash64(natural_key), F.lit(layout.n_part)).cast("int")
 
+    slots = []  # the slot array's literal, built at the first call (a session is up) and kept
+
     def segment_of(source_id, natural_key):
-        slots = F.array(*[F.lit(s) for s in layout.slots])
-        return F.element_at(slots, slot_column(layout, natural_key) + 1).cast("int")
+        if not slots:
+            slots.append(int_array(layout.slots))
+        return F.element_at(slots[0], slot_column(layout, natural_key) + 1).cast("int")
 
     return segment_of
 

@@ -49,6 +49,7 @@ from etl.io.spark import sql_settings
 from etl.strategies.base import KEY, JoinStats, JoinStrategy, by_key, hold, lookup_join, new_keys_by_segment, rows_per_segment
 from etl.strategies.partitioned.resident import ResidentSet
 from etl.strategies.partitioned.wait_buffer import WaitBuffer
+from etl.transforms.columns import ints_in
 from etl.transforms.layout import segment_column
 
 log = logging.getLogger(__name__)
@@ -72,7 +73,7 @@ class PartitionedJoin(JoinStrategy):
 
     def _segments(self, segments: list[int]):
         """The lookup rows of ``segments`` of key_map (a partition-pruned read)."""
-        return self.lookup_columns(self.key_map().where(F.col("segment_id").isin(segments)))
+        return self.lookup_columns(self.key_map().where(ints_in("segment_id", segments)))
 
     def _with_segment(self, df):
         return df.withColumn("segment_id", self.segment_of(F.col("source_id"), F.col("natural_key")))
@@ -199,7 +200,7 @@ class PartitionedJoin(JoinStrategy):
         if steps:
             # Read once for the replay's counts and the wait buffer's rows (a fact's: with the keys
             # of its references, from each dimension's key_map).
-            done = self._with_segment(ingested.where(F.col("batch_index").isin(steps))).localCheckpoint(eager=True)
+            done = self._with_segment(ingested.where(ints_in("batch_index", steps))).localCheckpoint(eager=True)
             replay(self.policy, self.sizes, steps, self._done_arrivals(done, steps),
                    self._done_new_keys(run_key, steps, ledger_rows))
             self.wait_buffer.restore(done, self.policy.pending_since, steps[-1])
@@ -239,11 +240,11 @@ class PartitionedJoin(JoinStrategy):
         b = self._with_segment(batch).localCheckpoint(eager=False)
         joined_segs, waiting_segs = self.policy.observe(self._arrivals(b, self.policy.freq.seen), batch_index)
         if waiting_segs:
-            self.wait_buffer.append(b.where(F.col("segment_id").isin(sorted(waiting_segs))), batch_index, waiting_segs)
+            self.wait_buffer.append(b.where(ints_in("segment_id", waiting_segs)), batch_index, waiting_segs)
             self.wait_buffer.forget_released(self.policy.last_probe_step)  # folds the parts past MAX_PARTS
         parts = []
         if joined_segs:
-            parts.append(self.resident.join(b.where(F.col("segment_id").isin(sorted(joined_segs))).select(*self.update_columns)))
+            parts.append(self.resident.join(b.where(ints_in("segment_id", joined_segs)).select(*self.update_columns)))
         return [self._probe(self.policy.probes_due(), batch_index, parts)]
 
     def flush(self) -> list:
@@ -284,11 +285,11 @@ class PartitionedJoin(JoinStrategy):
                 read = self._with_segment(self._segments(due))
                 narrow = step < 0 and pending is not None and not set(due) <= admitted
                 if admitted:  # held by key, as the copy it joins (and the release's join's shuffle)
-                    whole = read.where(F.col("segment_id").isin(sorted(admitted))) if narrow else read
+                    whole = read.where(ints_in("segment_id", admitted)) if narrow else read
                     probed = hold(by_key(whole), eager=pending is None)
                 lookup = probed if probed is not None else read
                 if narrow:
-                    rest = read.where(~F.col("segment_id").isin(sorted(admitted))) if admitted else read
+                    rest = read.where(~ints_in("segment_id", admitted)) if admitted else read
                     rest = rest.join(F.broadcast(pending.select(*KEY)), KEY, "left_semi")
                     lookup = rest if probed is None else probed.unionByName(rest)
             self.resident.sync(set(self.policy.resident), probed=(set(due), probed) if admitted else None)

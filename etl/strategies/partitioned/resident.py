@@ -9,9 +9,9 @@ from functools import reduce
 from typing import Callable
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from etl.strategies.base import KEY, by_key, committed_lookup_columns, hold, lookup_join
+from etl.transforms.columns import ints_in
 
 MAX_UNHELD_FOLDS = 8
 
@@ -41,12 +41,12 @@ class ResidentSet:
         gone, new = self.loaded - want, sorted(want - self.loaded)
         df = self.df
         if df is not None and gone:
-            df = df.where(~F.col("segment_id").isin(sorted(gone)))
+            df = df.where(~ints_in("segment_id", gone))
         from_probe = sorted(set(new) & probed[0]) if probed else []
         to_read = [s for s in new if s not in from_probe]
         parts = [df] if df is not None else []
         if from_probe:
-            parts.append(probed[1].where(F.col("segment_id").isin(from_probe)))
+            parts.append(probed[1].where(ints_in("segment_id", from_probe)))
         if to_read:
             parts.append(by_key(self.read_segments(to_read)))
         df = reduce(lambda a, b: a.unionByName(b), parts) if parts else None
@@ -63,7 +63,7 @@ class ResidentSet:
         that grows with every commit)."""
         if not self.loaded:
             return
-        changed = changes.where(F.col("segment_id").isin(sorted(self.loaded)))
+        changed = changes.where(ints_in("segment_id", self.loaded))
         old = self.df
         updated = lookup_join(changed, old.drop("segment_id")).select(*KEY, *committed_lookup_columns(), "segment_id")
         kept = old.join(changed.select(*KEY).hint("shuffle_hash"), KEY, "left_anti")

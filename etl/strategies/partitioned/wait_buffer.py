@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from etl.core.faults import crash_point
+from etl.transforms.columns import ints_in
 
 # Parts kept side by side before they are folded into one (a union of hundreds of checkpoints
 # is slow to plan; folding is one Spark job over rows already in memory).
@@ -90,7 +91,7 @@ def pending_condition(due: list[int], last_probe_step: Mapping[int, int]):
     by_step: dict[int, list[int]] = {}
     for s in due:
         by_step.setdefault(last_probe_step.get(s, NEVER_PROBED), []).append(s)
-    terms = [F.col("segment_id").isin(sorted(segs)) & (F.col("batch_index") > step) for step, segs in sorted(by_step.items())]
+    terms = [ints_in("segment_id", segs) & (F.col("batch_index") > step) for step, segs in sorted(by_step.items())]
     while len(terms) > 1:  # a balanced OR: depth log2(terms)
         terms = [terms[i] | terms[i + 1] if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
     return terms[0]

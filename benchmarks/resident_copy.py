@@ -9,7 +9,7 @@ full-size run's copy (issues 46 and 47), side by side in one session, the ways a
   sort-merge join each time).
 
     .venv/bin/python -m benchmarks.resident_copy [--copy-rows 1300000] [--batch 28000] [--steps 10] \
-        [--rounds 3] [--ways overlay,whole_copy_refolded] [--out docs/results/resident_copy.json]
+        [--rounds 3] [--ways overlay,whole_copy_refolded] [--out docs/results/resident_overlay/resident_copy.json]
 
 1.3 million rows is the copy of the full-size run (20 million keys, 152 MB of join memory, about
 102 segments of 19,531 rows resident); 28,000 tuples a step is a releasing step of it under the
@@ -61,7 +61,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--ways", default="overlay,whole_copy_refolded", help=f"comma-separated, of {', '.join(WAYS)}")
-    ap.add_argument("--out", default="docs/results/resident_copy.json")
+    ap.add_argument("--out", default="docs/results/resident_overlay/resident_copy.json")
     args = ap.parse_args()
     ways_wanted = [w.strip() for w in args.ways.split(",") if w.strip()]
     if args.copy_rows <= 0 or args.batch <= 0 or args.rounds <= 0 or args.steps <= 1:

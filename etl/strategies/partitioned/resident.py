@@ -17,7 +17,7 @@ from typing import Callable
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from etl.strategies.base import KEY, KM_COLUMNS, by_key, committed_lookup_columns, hold, lookup_join
+from etl.strategies.base import KEY, KM_COLUMNS, by_key, committed_lookup_columns, cut_lineage, hold, lookup_join
 from etl.transforms.columns import ints_in
 
 MAX_UNHELD_FOLDS = 8
@@ -37,6 +37,7 @@ class ResidentSet:
         self.loaded: set[int] = set()
         self._unheld = 0  # copies (folds, syncs) no Spark job has computed yet
         self._overlay_folds = 0
+        self._read_by_release: list[DataFrame] = []  # what the last step's join read, until its commit's fold
         self.max_overlay_folds = max_overlay_folds  # 1: every fold compacted at once (the copy held whole)
 
     def rows(self) -> DataFrame | None:
@@ -48,6 +49,7 @@ class ResidentSet:
     def join(self, tuples: DataFrame) -> DataFrame:
         """``tuples`` of resident segments with their key_map rows (a left join: new keys have none)."""
         self._unheld = 0  # the release joining the copy is committed next: its job holds the folds
+        self._read_by_release = [df for df in (self.df, self.overlay) if df is not None]
         return self._lookup(tuples)
 
     def _lookup(self, tuples: DataFrame) -> DataFrame:
@@ -96,6 +98,9 @@ class ResidentSet:
         by a job of its own: its inputs are in memory, so the fold computes the same rows whenever
         it runs. Folds no job has read yet are held at once past ``MAX_UNHELD_FOLDS`` (a plan
         that grows with every commit)."""
+        for held in self._read_by_release:  # computed by the commit that calls this fold: truncated
+            cut_lineage(held)
+        self._read_by_release = []
         if not self.loaded:
             return
         changed = changes.where(ints_in("segment_id", self.loaded))

@@ -737,7 +737,7 @@ def test_the_copy_folded_into_an_overlay_is_the_copy_folded_whole(spark):
             assert overlaid.overlay is not None
             same("folded")
             for copy in (overlaid, whole):
-                copy.sync({1, 2})  # segment 0 evicted: the overlay's rows of K000 and K004 with it
+                copy.sync({1, 2})  # segment 0 evicted: the overlay's row of K000 with it (K004's is in the base)
             same("evicted")
             for copy in (overlaid, whole):
                 copy.sync({0, 1, 2})  # admitted again: read from key_map (as committed there, here the seed)
@@ -746,3 +746,48 @@ def test_the_copy_folded_into_an_overlay_is_the_copy_folded_whole(spark):
     assert sorted(overlaid.rows().collect()) == sorted(whole.rows().collect())
     assert overlaid.overlay is not None  # fold 5 of a copy compacted after 4: one fold in the overlay
     assert sorted(overlaid.join(probe).where("natural_key = 'K000' AND source_id = 'crm'").collect())[0].km_row_hash == "h0-4"
+
+    # A commit that keeps K000's row (no new hash, an older sequence): what the fold looks up of
+    # the key, which only the overlay holds, is what the copy keeps.
+    unchanged = spark.createDataFrame(
+        [("crm", "K000", 0, None, 1, 0)],
+        "source_id string, natural_key string, surrogate_key long, applied_row_hash string, max_source_seq long, "
+        "segment_id int")
+    for copy in (overlaid, whole):
+        copy.fold(unchanged)
+    same("kept")
+    row = overlaid.join(probe).where("natural_key = 'K000' AND source_id = 'crm'").collect()[0]
+    assert (row.km_row_hash, row.km_last_source_seq) == ("h0-4", 24)
+
+
+def test_the_resident_copy_s_lineage_stays_bounded_through_a_run_of_folds(spark):
+    """Each fold's checkpoint reads the last one; computed under the checkpoint of the decision
+    that holds the release, Spark cached it but kept its lineage, so every step added a level to
+    all later tasks (the driver out of heap within minutes of a partitioned run). The checkpoints a
+    step's join read are truncated at its commit's fold: the lineage ten folds in is the lineage
+    two folds in (the same place in the overlay's cycle of eight), and it costs no Spark job."""
+    from pyspark.sql import functions as F
+
+    from etl.strategies.base import KEY, hold
+    from etl.strategies.partitioned.resident import MAX_OVERLAY_FOLDS, ResidentSet
+
+    key_map = spark.range(400).select(
+        F.lit("crm").alias("source_id"), F.format_string("K%04d", "id").alias("natural_key"), F.col("id").alias("km_surrogate_key"),
+        F.lit("h").alias("km_row_hash"), F.lit(1).cast("long").alias("km_last_source_seq"), (F.col("id") % 4).cast("int").alias("segment_id"))
+    copy = ResidentSet(lambda segments: key_map.where(F.col("segment_id").isin(segments)))
+    copy.sync({0, 1, 2, 3})
+
+    def lineage() -> int:
+        return sum(df._jdf.logicalPlan().rdd().toDebugString().count("\n") for df in (copy.df, copy.overlay) if df is not None)
+
+    depth = {}
+    for n in range(MAX_OVERLAY_FOLDS + 2):
+        tuples = spark.range(20).select(F.lit("crm").alias("source_id"), F.format_string("K%04d", F.col("id") * 7 + n).alias("natural_key"),
+                                        F.lit(n).cast("long").alias("v"))
+        hold(copy.join(tuples), eager=False).count()  # the release, held by the decision's checkpoint, computed
+        jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
+        copy.fold(tuples.select(*KEY, F.lit(1).cast("long").alias("surrogate_key"), F.lit("x").alias("applied_row_hash"),
+                                F.col("v").alias("max_source_seq"), F.lit(0).alias("segment_id")))
+        assert spark.sparkContext.statusTracker().getJobIdsForGroup(None) == jobs, n  # truncated without a job
+        depth[n + 1] = lineage()
+    assert depth[MAX_OVERLAY_FOLDS + 2] == depth[2], depth

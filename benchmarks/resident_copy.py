@@ -1,22 +1,16 @@
 """A partitioned step's join with the resident copy, and a commit's fold into it, at the size of the
-full-size run's copy (issues 46 and 47), side by side in one session, the ways alternating:
+full-size run's copy (issue 47): the copy as the product holds it (``ResidentSet``: partitioned by
+the key, joined and folded by hash joins built on the small side) beside the copy as it was held
+before (unpartitioned, a sort-merge join each time), side by side in one session, alternating.
 
-- ``overlay`` (the product): the copy as a base and an overlay (``ResidentSet``), held by key; a
-  fold rewrites the overlay only, compacted into the base every ``MAX_OVERLAY_FOLDS`` folds;
-- ``whole_copy_refolded``: the same, each fold compacted at once (``max_overlay_folds=1``), so
-  each step holds the whole copy again, as the product did before 2026-12-08;
-- ``unpartitioned_sort_merge``: the copy as held before 2026-12-03 (a plain local checkpoint, a
-  sort-merge join each time).
-
-    .venv/bin/python -m benchmarks.resident_copy [--copy-rows 1300000] [--batch 28000] [--steps 10] \
-        [--rounds 3] [--ways overlay,whole_copy_refolded] [--out docs/results/resident_overlay/resident_copy.json]
+    .venv/bin/python -m benchmarks.resident_copy [--copy-rows 1300000] [--batch 37000] [--rounds 5] \
+        [--out docs/results/resident_copy.json]
 
 1.3 million rows is the copy of the full-size run (20 million keys, 152 MB of join memory, about
-102 segments of 19,531 rows resident); 28,000 tuples a step is a releasing step of it under the
-product's marks. Per round and way, a fresh copy and ``--steps`` steps: a step's join (its rows
-counted: the job that also computes the previous fold, held lazily, as the product does), then a
-commit's fold of its keys. The seconds of every step, their medians and the ratios are written
-to ``--out``; the ways' last joins must be equal.
+102 segments of 19,531 rows resident); 37,000 tuples a step of it once behind. Per round and way:
+a step's join (its rows counted), a commit's fold of the step's keys, and the next step's join,
+which computes the fold (held lazily, as the product does). The seconds of both steps, their
+medians and the ratio are written to ``--out``; the two ways' joined rows must be equal.
 """
 
 from __future__ import annotations
@@ -31,7 +25,7 @@ from benchmarks.report import progress, write_result
 from etl.core.config import EtlConfig
 from etl.io.spark import build_spark_session
 from etl.strategies.base import KEY, committed_lookup_columns
-from etl.strategies.partitioned.resident import MAX_OVERLAY_FOLDS, ResidentSet
+from etl.strategies.partitioned.resident import ResidentSet
 
 SEGMENT_ROWS = 19_531  # a full-size segment: 20 million keys over 1,024
 
@@ -51,23 +45,15 @@ class UnpartitionedCopy:
         self.df = old.join(changes.select(*KEY), KEY, "left_anti").unionByName(updated).localCheckpoint(eager=False)
 
 
-WAYS = ("overlay", "whole_copy_refolded", "unpartitioned_sort_merge")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--copy-rows", type=int, default=1_300_000)
-    ap.add_argument("--batch", type=int, default=28_000)
-    ap.add_argument("--steps", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--ways", default="overlay,whole_copy_refolded", help=f"comma-separated, of {', '.join(WAYS)}")
-    ap.add_argument("--out", default="docs/results/resident_overlay/resident_copy.json")
+    ap.add_argument("--batch", type=int, default=37_000)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--out", default="docs/results/resident_copy.json")
     args = ap.parse_args()
-    ways_wanted = [w.strip() for w in args.ways.split(",") if w.strip()]
-    if args.copy_rows <= 0 or args.batch <= 0 or args.rounds <= 0 or args.steps <= 1:
-        ap.error("--copy-rows, --batch and --rounds must be positive, --steps at least 2")
-    if not ways_wanted or set(ways_wanted) - set(WAYS):
-        ap.error(f"--ways: one or more of {', '.join(WAYS)}; got {args.ways!r}")
+    if args.copy_rows <= 0 or args.batch <= 0 or args.rounds <= 0:
+        ap.error("--copy-rows, --batch and --rounds must be positive")
 
     cfg = EtlConfig(spark_shuffle_partitions=2)
     spark = build_spark_session(cfg, app_name="bench-resident-copy", master="local[2]")
@@ -92,46 +78,39 @@ def main() -> None:
         ).localCheckpoint(eager=True)
 
     def changes_of(tuples):
-        """A commit's key_map changes of the step's keys (the new ones in the copy's first segment)."""
-        return tuples.select(*KEY, (F.col("source_seq") + 1).alias("surrogate_key"), F.lit("changed").alias("applied_row_hash"),
+        return tuples.select(*KEY, F.lit(-1).cast("long").alias("surrogate_key"), F.lit("changed").alias("applied_row_hash"),
                              F.col("source_seq").alias("max_source_seq"),
-                             F.when(F.col("source_seq") < args.copy_rows, (F.col("source_seq") / SEGMENT_ROWS).cast("int"))
-                             .otherwise(0).alias("segment_id")).localCheckpoint(eager=True)
+                             F.lit(0).alias("segment_id")).localCheckpoint(eager=True)
 
-    def resident(max_overlay_folds: int):
-        copy = ResidentSet(lambda segs: rows.where(F.col("segment_id").isin(segs)), max_overlay_folds=max_overlay_folds)
+    def held_by_key():
+        copy = ResidentSet(lambda segs: rows.where(F.col("segment_id").isin(segs)))
         copy.sync(set(range(segments)))
         return copy
 
-    make = {"overlay": lambda: resident(MAX_OVERLAY_FOLDS), "whole_copy_refolded": lambda: resident(1),
-            "unpartitioned_sort_merge": lambda: UnpartitionedCopy(rows)}
-    batches = [batch(n) for n in range(args.steps + 1)]
-    changes = [changes_of(b) for b in batches]
-    seconds: dict[str, list[float]] = {w: [] for w in ways_wanted}
+    ways = {"held_by_key": held_by_key, "unpartitioned_sort_merge": lambda: UnpartitionedCopy(rows)}
+    seconds: dict[str, list[float]] = {w: [] for w in ways}
     for n in range(args.rounds):
+        first, second = batch(2 * n), batch(2 * n + 1)
+        changes = changes_of(first)
         got = {}
-        for way in (ways_wanted if n % 2 == 0 else list(reversed(ways_wanted))):
-            copy = make[way]()
-            for step in range(args.steps):
-                t = time.time()
-                copy.join(batches[step]).count()
-                copy.fold(changes[step])
-                seconds[way].append(time.time() - t)
-            got[way] = sorted(copy.join(batches[args.steps]).collect())
-        if any(got[w] != got[ways_wanted[0]] for w in ways_wanted):
-            raise SystemExit(f"round {n}: the ways joined different rows")
-        progress(f"round {n + 1}: " + ", ".join(
-            f"{w} median step {statistics.median(s[-args.steps:]):.2f} s" for w, s in seconds.items()))
-    medians = {w: round(statistics.median(s), 3) for w, s in seconds.items()}
-    first = ways_wanted[0]
+        for way in (list(ways) if n % 2 == 0 else list(reversed(ways))):
+            copy = ways[way]()
+            t = time.time()
+            copy.join(first).count()
+            copy.fold(changes)
+            got[way] = sorted(copy.join(second).collect())
+            seconds[way].append(time.time() - t)
+        if got["held_by_key"] != got["unpartitioned_sort_merge"]:
+            raise SystemExit(f"round {n}: the two ways joined different rows")
+        progress(f"round {n + 1}: " + ", ".join(f"{w} {s[-1]:.2f} s" for w, s in seconds.items()))
+    medians = {w: round(statistics.median(s), 2) for w, s in seconds.items()}
     write_result(args.out, "benchmarks.resident_copy", {
-        "copy_rows": args.copy_rows, "batch": args.batch, "steps": args.steps, "rounds": args.rounds,
-        "max_overlay_folds": MAX_OVERLAY_FOLDS,
-        "seconds_a_step_join_and_fold": {w: [round(x, 3) for x in s] for w, s in seconds.items()},
-        "median_step_seconds": medians,
-        f"over_{first}": {w: round(medians[w] / medians[first], 3) for w in ways_wanted},
+        "copy_rows": args.copy_rows, "batch": args.batch, "rounds": args.rounds,
+        "seconds_two_steps_and_a_fold": {w: [round(x, 2) for x in s] for w, s in seconds.items()},
+        "medians": medians,
+        "held_by_key_over_unpartitioned": round(medians["held_by_key"] / medians["unpartitioned_sort_merge"], 3),
     })
-    progress(f"median step {medians}; written to {args.out}")
+    progress(f"medians {medians}; written to {args.out}")
     spark.stop()
 
 

@@ -239,11 +239,8 @@ def archive_option(cfg: EtlConfig) -> str:
 # each query stage a Spark job of its own: a MERGE with deletion vectors took 19-21 jobs instead of
 # 13-14, over sources of one micro-batch's few thousand rows that gain nothing from re-planning
 # (docs/decisions/commit-without-adaptive-execution.md). The MERGE sources carry a broadcast hint
-# instead, so the join that finds the touched files stays a broadcast at any table size. Runtime
-# bloom filters off too: Spark injects one into a shuffled join whose other side it cannot size (a
-# checkpoint not computed yet, as the resident copy's overlay), and each is a subquery, a Spark job
-# more on the delay path (the MERGEs broadcast their sources, which gets none).
-COMMIT_SQL_SETTINGS = {"spark.sql.adaptive.enabled": "false", "spark.sql.optimizer.runtime.bloomFilter.enabled": "false"}
+# instead, so the join that finds the touched files stays a broadcast at any table size.
+COMMIT_SQL_SETTINGS = {"spark.sql.adaptive.enabled": "false"}
 
 
 # The driver's JVM shares the command's stdout, where `etl ... --json` prints its summary. The JVM

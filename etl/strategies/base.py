@@ -76,21 +76,6 @@ def hold(df, eager: bool):
         return df.localCheckpoint(eager=eager)
 
 
-def cut_lineage(df) -> None:
-    """Truncate the lineage of the checkpoints ``df`` reads (held lazily: ``hold(df, eager=False)``)
-    once a job has computed them. Spark truncates a lazy checkpoint only when it is reached first
-    from the top of a job; under another checkpoint (the decision's, which holds the release) it
-    is computed and cached but keeps its lineage, so each fold of the resident copy added a level
-    to every later task (task binaries growing a step at a time, the driver out of heap in a
-    partitioned run of a few minutes). Computed already, it is truncated without a job (Spark's
-    ``RDD.doCheckpoint``, internal to Spark; not computed, it would be computed first)."""
-    leaves = df._jdf.logicalPlan().collectLeaves()
-    for i in range(leaves.size()):
-        leaf = leaves.apply(i)
-        if leaf.nodeName() == "LogicalRDD":
-            leaf.rdd().doCheckpoint()
-
-
 def rows_per_segment(key_map) -> dict[int, int]:
     """key_map's rows per ``segment_id``: only the partition column is selected, so Spark answers
     from the Parquet footers' row counts (and deletion vectors) without reading the data."""

@@ -364,7 +364,7 @@ def test_a_segment_admitted_then_evicted_in_one_probe_is_not_kept_in_memory(spar
     assert release.count() == 3  # the tuples waiting, released with their segments
 
     assert set(policy.resident) == {hot}
-    held = strategy.resident.rows()
+    held = strategy.resident.df
     assert {r.segment_id for r in held.select("segment_id").distinct().collect()} == {hot}
     want = strategy.lookup_columns(key_map.where(F.col("segment_id") == hot))
     assert sorted(held.drop("segment_id").collect()) == sorted(want.collect())  # each key once, current values
@@ -442,7 +442,7 @@ def test_a_probe_that_admits_reads_key_map_once(spark, cfg):
     assert set(strategy.policy.resident) == {seg}
     assert len(reads) == 1
     want = strategy.lookup_columns(key_map.where(F.col("segment_id") == seg))
-    assert sorted(strategy.resident.rows().drop("segment_id").collect()) == sorted(want.collect())
+    assert sorted(strategy.resident.df.drop("segment_id").collect()) == sorted(want.collect())
     strategy.forget_snapshot()
 
 
@@ -695,99 +695,4 @@ def test_the_resident_copy_is_joined_and_folded_where_it_lies_only_the_small_sid
     assert exchanges(joined) == 1
     assert sorted(tuple(r) for r in joined.collect()) == [
         ("crm", "K000", "e", 0, "h0-new", 20), ("crm", "K003", "g", None, None, None), ("crm", "K100", "f", 80, "h100", 5)]
-    assert copy.rows().count() == 2 * 20 + 1  # segments 0 and 1 of both sources, and the new key
-
-
-def test_the_copy_folded_into_an_overlay_is_the_copy_folded_whole(spark):
-    """A commit's fold rewrites the overlay only (the keys commits changed since the base was
-    compacted), not the whole copy (1.3 million rows held again at every step at 20 million
-    keys); every ``max_overlay_folds`` folds it is compacted into the base. Through folds of new,
-    advanced and again-advanced keys, an eviction of a segment the overlay holds keys of and its
-    admission again, the copy and every join equal the copy compacted at every fold, and a step's
-    join still shuffles only its tuples."""
-    from pyspark.sql import functions as F
-
-    from etl.strategies.partitioned.resident import ResidentSet
-
-    key_map = spark.createDataFrame(
-        [(src, f"K{i:03d}", 2 * i + (src == "erp"), f"h{i}", 10, i % 4) for i in range(40) for src in ("crm", "erp")],
-        "source_id string, natural_key string, km_surrogate_key long, km_row_hash string, km_last_source_seq long, "
-        "segment_id int")
-    read = lambda segments: key_map.where(F.col("segment_id").isin(segments))  # noqa: E731
-    overlaid, whole = ResidentSet(read, max_overlay_folds=2), ResidentSet(read, max_overlay_folds=1)
-    probe = spark.createDataFrame([("crm", f"K{i:03d}", "v") for i in range(0, 60, 3)] + [("erp", "K001", "v")],
-                                  "source_id string, natural_key string, v string")
-
-    def same(step: str) -> None:
-        plan = overlaid.join(probe)._jdf.queryExecution().executedPlan().toString()
-        assert plan.count("Exchange ") == 1 and "Sort " not in plan, (step, plan)
-        assert sorted(overlaid.join(probe).collect()) == sorted(whole.join(probe).collect()), step
-
-    for copy in (overlaid, whole):
-        copy.sync({0, 1, 2})
-    for n in range(5):  # compacted after folds 2 and 4: the overlay empty, held and compacted
-        changes = spark.createDataFrame(
-            [("crm", f"K{i:03d}", 2 * i, f"h{i}-{n}", 20 + n, i % 4) for i in (0, 3, 4 + n)]  # K000 every fold (K003: a segment not held)
-            + [("crm", f"K{100 + n}", 500 + n, f"new{n}", 5, n % 4)],  # a new key (in a segment not held when n % 4 == 3)
-            "source_id string, natural_key string, surrogate_key long, applied_row_hash string, max_source_seq long, "
-            "segment_id int")
-        for copy in (overlaid, whole):
-            copy.fold(changes)
-        if n == 2:  # one fold in the overlay, two in the base
-            assert overlaid.overlay is not None
-            same("folded")
-            for copy in (overlaid, whole):
-                copy.sync({1, 2})  # segment 0 evicted: the overlay's row of K000 with it (K004's is in the base)
-            same("evicted")
-            for copy in (overlaid, whole):
-                copy.sync({0, 1, 2})  # admitted again: read from key_map (as committed there, here the seed)
-            same("admitted again")
-    same("folded again")
-    assert sorted(overlaid.rows().collect()) == sorted(whole.rows().collect())
-    assert overlaid.overlay is not None  # fold 5 of a copy compacted after 4: one fold in the overlay
-    assert sorted(overlaid.join(probe).where("natural_key = 'K000' AND source_id = 'crm'").collect())[0].km_row_hash == "h0-4"
-
-    # A commit that keeps K000's row (no new hash, an older sequence): what the fold looks up of
-    # the key, which only the overlay holds, is what the copy keeps.
-    unchanged = spark.createDataFrame(
-        [("crm", "K000", 0, None, 1, 0)],
-        "source_id string, natural_key string, surrogate_key long, applied_row_hash string, max_source_seq long, "
-        "segment_id int")
-    for copy in (overlaid, whole):
-        copy.fold(unchanged)
-    same("kept")
-    row = overlaid.join(probe).where("natural_key = 'K000' AND source_id = 'crm'").collect()[0]
-    assert (row.km_row_hash, row.km_last_source_seq) == ("h0-4", 24)
-
-
-def test_the_resident_copy_s_lineage_stays_bounded_through_a_run_of_folds(spark):
-    """Each fold's checkpoint reads the last one; computed under the checkpoint of the decision
-    that holds the release, Spark cached it but kept its lineage, so every step added a level to
-    all later tasks (the driver out of heap within minutes of a partitioned run). The checkpoints a
-    step's join read are truncated at its commit's fold: the lineage ten folds in is the lineage
-    two folds in (the same place in the overlay's cycle of eight), and it costs no Spark job."""
-    from pyspark.sql import functions as F
-
-    from etl.strategies.base import KEY, hold
-    from etl.strategies.partitioned.resident import MAX_OVERLAY_FOLDS, ResidentSet
-
-    key_map = spark.range(400).select(
-        F.lit("crm").alias("source_id"), F.format_string("K%04d", "id").alias("natural_key"), F.col("id").alias("km_surrogate_key"),
-        F.lit("h").alias("km_row_hash"), F.lit(1).cast("long").alias("km_last_source_seq"), (F.col("id") % 4).cast("int").alias("segment_id"))
-    copy = ResidentSet(lambda segments: key_map.where(F.col("segment_id").isin(segments)))
-    copy.sync({0, 1, 2, 3})
-
-    def lineage() -> int:
-        return sum(df._jdf.logicalPlan().rdd().toDebugString().count("\n") for df in (copy.df, copy.overlay) if df is not None)
-
-    depth = {}
-    for n in range(MAX_OVERLAY_FOLDS + 2):
-        tuples = spark.range(20).select(F.lit("crm").alias("source_id"), F.format_string("K%04d", F.col("id") * 7 + n).alias("natural_key"),
-                                        F.lit(n).cast("long").alias("v"))
-        hold(copy.join(tuples), eager=False).count()  # the release, held by the decision's checkpoint, computed
-        jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(None)
-        copy.fold(tuples.select(*KEY, F.lit(1).cast("long").alias("surrogate_key"), F.lit("x").alias("applied_row_hash"),
-                                F.col("v").alias("max_source_seq"), F.lit(0).alias("segment_id")))
-        assert spark.sparkContext.statusTracker().getJobIdsForGroup(None) == jobs, n  # truncated without a job
-        depth[n + 1] = lineage()
-    assert depth[MAX_OVERLAY_FOLDS + 2] == depth[2], depth
+    assert copy.df.count() == 2 * 20 + 1  # segments 0 and 1 of both sources, and the new key

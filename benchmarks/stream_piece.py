@@ -146,8 +146,8 @@ def run_strategy(spark, base: EtlConfig, work: Path, strategy: str, args) -> dic
     seed_direct(spark, cfg, args.keys, Interval(T0 - timedelta(minutes=args.minutes), T0), progress=note)
     note(f"{strategy}: {args.keys} keys seeded in {time.perf_counter() - seeding:.0f} s")
     sizes = partitioned_settings(args.rate, cfg.micro_batch_seconds) if args.sizes == "window" else {}
-    sizes = {k: v for k, v in sizes.items() if k not in settings}  # a variant's own setting wins
-    cfg = cfg.replace(memory_budget=sum(keymap_segment_sizes(spark, cfg).values()) // 10, **sizes)  # a tenth of its rows
+    sizes = {"memory_budget": sum(keymap_segment_sizes(spark, cfg).values()) // 10, **sizes}  # a tenth of its rows
+    cfg = cfg.replace(**{k: v for k, v in sizes.items() if k not in settings})  # a variant's own setting wins
     generate_stream(stream_of(args), cfg.landing_path, piece_seconds=cfg.piece_seconds)
     timer = Timer(spark, cfg.warehouse_path)
     clock = [T0]
